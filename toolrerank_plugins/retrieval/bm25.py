@@ -1,0 +1,112 @@
+"""BM25 on bm25s."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolrerank_plugins._extras import require
+from toolrerank_plugins.errors import PersistenceError
+from toolrerank_plugins.retrieval.base import Hit
+
+
+class BM25Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    k1: float = Field(1.5, gt=0)
+    b: float = Field(0.75, ge=0, le=1)
+    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
+    stopwords: str | None = Field("en", description="bm25s stopword list name, or None")
+
+
+class BM25Retriever:
+    """Lexical retrieval with bm25s.
+
+    BM25's IDF depends on the whole corpus, so ``add``/``remove`` re-index the stored tokenised texts
+    (no model involved; a few seconds for 47k APIs). Hits with score 0 (no shared term) are dropped.
+    """
+
+    name = "bm25"
+
+    def __init__(self, config: BM25Config | None = None) -> None:
+        self.config = config or BM25Config()
+        self._ids: list[str] = []
+        self._texts: list[str] = []
+        self._model: Any = None
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def _tokenize(self, texts: Sequence[str]) -> list[list[str]]:
+        bm25s = require("bm25s")
+        return bm25s.tokenize(  # type: ignore[no-any-return]
+            list(texts), stopwords=self.config.stopwords, return_ids=False, show_progress=False
+        )
+
+    def index(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        if len(ids) != len(texts):
+            raise ValueError("ids and texts must have the same length")
+        self._ids, self._texts = list(ids), list(texts)
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        bm25s = require("bm25s")
+        model = bm25s.BM25(k1=self.config.k1, b=self.config.b, method=self.config.method)
+        if self._texts:
+            tokens = bm25s.tokenize(self._texts, stopwords=self.config.stopwords, show_progress=False)
+            model.index(tokens, show_progress=False)
+        self._model = model
+
+    def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        self._ids += list(ids)
+        self._texts += list(texts)
+        self._rebuild()
+
+    def remove(self, ids: Sequence[str]) -> None:
+        gone = set(ids)
+        keep = [i for i, t in enumerate(self._ids) if t not in gone]
+        self._ids = [self._ids[i] for i in keep]
+        self._texts = [self._texts[i] for i in keep]
+        self._rebuild()
+
+    def search(self, queries: Sequence[str], top_k: int) -> list[list[Hit]]:
+        if not queries:
+            return []
+        if not self._ids:
+            return [[] for _ in queries]
+        k = min(top_k, len(self._ids))
+        toks = self._tokenize(queries)
+        out: list[list[Hit]] = []
+        # bm25s cannot score an empty query; such queries simply have no lexical hits.
+        nonempty = [i for i, t in enumerate(toks) if t]
+        res: dict[int, list[Hit]] = {i: [] for i in range(len(queries))}
+        if nonempty:
+            docs, scores = self._model.retrieve([toks[i] for i in nonempty], k=k, show_progress=False)
+            for qi, drow, srow in zip(nonempty, docs, scores):
+                res[qi] = [(self._ids[int(d)], float(s)) for d, s in zip(drow, srow) if s > 0]
+        out = [res[i] for i in range(len(queries))]
+        return out
+
+    def save(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        # Texts are stored (not a pickle of the model); loading re-indexes deterministically.
+        (path / "bm25.json").write_text(
+            json.dumps({"ids": self._ids, "texts": self._texts}, ensure_ascii=False), encoding="utf-8"
+        )
+
+    @classmethod
+    def load(cls, path: Path, config: BM25Config) -> BM25Retriever:
+        try:
+            data = json.loads((path / "bm25.json").read_text(encoding="utf-8"))
+            ids, texts = data["ids"], data["texts"]
+        except (OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
+            raise PersistenceError(f"{path}: BM25 index file is missing or corrupt ({exc})") from exc
+        if len(ids) != len(texts):
+            raise PersistenceError(f"{path}: BM25 index has {len(ids)} ids for {len(texts)} texts")
+        self = cls(config)
+        self.index(ids, texts)
+        return self

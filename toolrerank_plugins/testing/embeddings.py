@@ -1,0 +1,58 @@
+"""A deterministic, dependency-free embedder for tests (hashed bag of words + character trigrams)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class FakeEmbedder:
+    """Texts sharing words get similar vectors; the same text always gets the same vector.
+
+    Example:
+        >>> emb = FakeEmbedder(dimension=64)
+        >>> v = emb.encode(["send an email", "send a mail", "weather"])
+        >>> float(v[0] @ v[1]) > float(v[0] @ v[2])
+        True
+    """
+
+    def __init__(self, dimension: int = 128) -> None:
+        self._dim = dimension
+        self.calls = 0
+        self.texts_encoded = 0
+
+    @property
+    def model_id(self) -> str:
+        return f"fake:{self._dim}"
+
+    @property
+    def dimension(self) -> int:
+        return self._dim
+
+    def _bucket(self, token: str) -> tuple[int, float]:
+        h = hashlib.sha256(token.encode("utf-8")).digest()
+        return int.from_bytes(h[:4], "little") % self._dim, 1.0 if h[4] & 1 else -1.0
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, show_progress_bar: bool | None = None
+    ) -> np.ndarray:
+        self.calls += 1
+        self.texts_encoded += len(texts)
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for w in _WORD.findall(text.lower()):
+                j, s = self._bucket("w:" + w)
+                out[i, j] += 2.0 * s
+                padded = f"#{w}#"
+                for k in range(len(padded) - 2):
+                    j, s = self._bucket("c:" + padded[k : k + 3])
+                    out[i, j] += 0.5 * s
+            norm = np.linalg.norm(out[i])
+            if norm > 0:
+                out[i] /= norm
+        return out
