@@ -28,9 +28,7 @@ def validate_parameters(params: Any, where: str) -> None:
         raise CatalogError(f"{where}: 'parameters.properties' must be a mapping, got {type(props).__name__}")
     for name, prop in props.items():
         if not isinstance(prop, Mapping):
-            raise CatalogError(
-                f"{where}: parameter {name!r} must be a JSON Schema mapping, got {type(prop).__name__}"
-            )
+            raise CatalogError(f"{where}: parameter {name!r} must be a JSON Schema mapping, got {type(prop).__name__}")
     required = params.get("required", [])
     if not isinstance(required, (list, tuple)) or not all(isinstance(r, str) for r in required):
         raise CatalogError(f"{where}: 'parameters.required' must be a list of parameter names")

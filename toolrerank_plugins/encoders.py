@@ -29,7 +29,13 @@ def resolve_model_path(model_name_or_path: str | None) -> str:
 
     Nothing is ever fetched from a model hub: a name that is not a local folder raises.
     """
-    if model_name_or_path in (None, "", "default", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"):
+    if model_name_or_path in (
+        None,
+        "",
+        "default",
+        "all-MiniLM-L6-v2",
+        "sentence-transformers/all-MiniLM-L6-v2",
+    ):
         return str(default_model_path())
     path = Path(str(model_name_or_path)).expanduser()
     if not path.is_dir():
@@ -94,7 +100,10 @@ class SentenceTransformerEmbedder:
             device = resolve_device(self.requested_device)
             logger.info("loading encoder %s on %s", self.model_name_or_path, device)
             self._model = st.SentenceTransformer(
-                self.model_name_or_path, device=device, local_files_only=True, model_kwargs=self.model_kwargs or None
+                self.model_name_or_path,
+                device=device,
+                local_files_only=True,
+                model_kwargs=self.model_kwargs or None,
             )
             if self.max_length:
                 self._model.max_seq_length = self.max_length

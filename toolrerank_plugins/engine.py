@@ -270,6 +270,66 @@ class Engine:
 
         return list(await asyncio.gather(*(one(q, h) for q, h in zip(queries, first))))
 
+    # -- reranking candidates from elsewhere ------------------------------------------------------
+    def rerank(
+        self, query: str, candidates: Sequence[ToolSpec | ScoredTool], top_k: int | None = None
+    ) -> list[ScoredTool]:
+        """Run the configured stages over ``candidates`` that came from any retriever (no first stage).
+
+        The entry point of document compressors and node postprocessors. A ``ToolSpec`` candidate has no
+        upstream score, so the caller's order is kept as its score (``1/rank``, stage name ``"input"``);
+        a ``ScoredTool`` keeps its score and stage scores. A repeated id keeps its first occurrence. With
+        no stages configured the candidates come back in their given order.
+
+        Example:
+            >>> from toolrerank_plugins.testing import tiny_catalog
+            >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+            >>> specs = [engine.catalog["Mail/PostBox/send_email"], engine.catalog["Weather/SkyCast/forecast"]]
+            >>> [(r.tool.name, r.rank) for r in engine.rerank("send mail", specs, top_k=1)]
+            [('send_email', 1)]
+        """
+        results = self._rerank_inputs(query, candidates, top_k)
+        for stage in self.stages:
+            results = rerank(stage.run(query, results, self, {}))
+        return results if top_k is None else results[:top_k]
+
+    async def arerank(
+        self, query: str, candidates: Sequence[ToolSpec | ScoredTool], top_k: int | None = None
+    ) -> list[ScoredTool]:
+        """Async twin of :meth:`rerank` (same results): ``arun`` stages run natively, others in a thread."""
+        if not any(hasattr(s, "arun") for s in self.stages):
+            return await asyncio.to_thread(self.rerank, query, candidates, top_k)
+        results = self._rerank_inputs(query, candidates, top_k)
+        for stage in self.stages:
+            arun = getattr(stage, "arun", None)
+            if arun is not None:
+                out = await arun(query, results, self, {})
+            else:
+                out = await asyncio.to_thread(stage.run, query, results, self, {})
+            results = rerank(out)
+        return results if top_k is None else results[:top_k]
+
+    @staticmethod
+    def _rerank_inputs(query: str, candidates: Sequence[ToolSpec | ScoredTool], top_k: int | None) -> list[ScoredTool]:
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        if top_k is not None and top_k < 1:
+            raise ValueError(f"top_k must be >= 1 or None, got {top_k}")
+        out: list[ScoredTool] = []
+        seen: set[str] = set()
+        for c in candidates:
+            if isinstance(c, ScoredTool):
+                spec, score, scores = c.tool, c.score, dict(c.stage_scores)
+            elif isinstance(c, ToolSpec):
+                score = 1.0 / (len(out) + 1)
+                spec, scores = c, {"input": score}
+            else:
+                raise TypeError(f"candidates must be ToolSpec or ScoredTool, got {type(c).__name__}")
+            if spec.id not in seen:
+                seen.add(spec.id)
+                out.append(ScoredTool(spec, score, len(out) + 1, scores))
+        return out
+
     # -- incremental updates ---------------------------------------------------------------------
     def add(self, specs: Iterable[ToolSpec]) -> None:
         """Add new APIs; only their texts are encoded."""

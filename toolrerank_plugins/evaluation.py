@@ -217,6 +217,10 @@ def evaluate(
         llm_usage={"per_query_mean": {k: v / n for k, v in usage_tot.items()}, "total": dict(usage_tot)},
         per_query=per_query,
         config=engine.config.model_dump(mode="json"),
-        catalog={"source": engine.catalog.source, "n_apis": len(engine.catalog), "n_tools": len(engine.catalog.tools())},
+        catalog={
+            "source": engine.catalog.source,
+            "n_apis": len(engine.catalog),
+            "n_tools": len(engine.catalog.tools()),
+        },
         queries={"n_evaluated": len(usable), "n_skipped_no_relevant": skipped},
     )

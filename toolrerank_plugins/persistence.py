@@ -58,7 +58,13 @@ def save_engine(engine: Engine, path: Path, *, overwrite: bool = False) -> Path:
             for e in engine.catalog.edges:
                 fh.write(
                     json.dumps(
-                        {"source": e.source, "target": e.target, "type": e.type, "origin": e.origin, "weight": e.weight}
+                        {
+                            "source": e.source,
+                            "target": e.target,
+                            "type": e.type,
+                            "origin": e.origin,
+                            "weight": e.weight,
+                        }
                     )
                     + "\n"
                 )

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from toolrerank_plugins.loaders.callables import from_callables, spec_from_callable
-from toolrerank_plugins.loaders.jsonl import load_catalog, load_edges, load_queries, load_tools_jsonl, write_tools_jsonl
+from toolrerank_plugins.loaders.jsonl import (
+    load_catalog,
+    load_edges,
+    load_queries,
+    load_tools_jsonl,
+    write_tools_jsonl,
+)
 from toolrerank_plugins.loaders.mcp import from_mcp_tools
 from toolrerank_plugins.loaders.openai import from_openai_tools
 from toolrerank_plugins.loaders.openapi import from_openapi

@@ -178,9 +178,7 @@ class DenseRetriever:
         k = min(top_k, len(self._ids))
         scores, rows = self._index.search(np.ascontiguousarray(vectors, dtype=np.float32), k)
         ids = self._ids
-        return [
-            [(ids[r], float(s)) for r, s in zip(row_r, row_s) if r >= 0] for row_r, row_s in zip(rows, scores)
-        ]
+        return [[(ids[r], float(s)) for r, s in zip(row_r, row_s) if r >= 0] for row_r, row_s in zip(rows, scores)]
 
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path: Path) -> None:

@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from toolrerank_plugins import Catalog, ConfigError, Engine, EngineConfig, ToolSpec
+from toolrerank_plugins.stages import StageSpec, StageType, register_stage_type
+from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
+
+
+@pytest.fixture(params=["dense", "bm25", "hybrid"])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    return Engine.build(tiny_catalog(), EngineConfig(retriever=request.param), embedder=FakeEmbedder())
+
+
+def test_search_returns_ranked_records_with_stage_scores(engine: Engine) -> None:
+    res = engine.search("send an email message to a recipient", top_k=3)
+    assert [r.rank for r in res] == [1, 2, 3]
+    assert res[0].tool.id == "Mail/PostBox/send_email"
+    assert all(res[i].score >= res[i + 1].score for i in range(len(res) - 1))
+    kind = engine.config.retriever
+    assert kind in res[0].stage_scores
+    if kind == "hybrid":
+        assert {"dense", "bm25", "hybrid"} <= set(res[0].stage_scores)
+
+
+def test_batch_and_async_twins_match_single(engine: Engine) -> None:
+    queries = ["weather forecast in Oslo", "delete that email", "log in"]
+    single = [[r.id for r in engine.search(q, 4)] for q in queries]
+    batch = [[r.id for r in rs] for rs in engine.search_batch(queries, 4)]
+    abatch = [[r.id for r in rs] for rs in asyncio.run(engine.asearch_batch(queries, 4))]
+    aone = [r.id for r in asyncio.run(engine.asearch(queries[0], 4))]
+    assert single == batch == abatch and aone == single[0]
+
+
+def test_top_k_larger_than_catalog_and_bad_args(engine: Engine) -> None:
+    assert len(engine.search("weather", top_k=100)) <= len(engine.catalog)
+    assert engine.search_batch([], 3) == []
+    with pytest.raises(ValueError, match="top_k must be >= 1"):
+        engine.search("x", top_k=0)
+    with pytest.raises(TypeError, match="queries must be strings"):
+        engine.search_batch([None], 3)  # type: ignore[list-item]
+
+
+def test_empty_query_string_does_not_crash(engine: Engine) -> None:
+    assert isinstance(engine.search("", top_k=3), list)
+
+
+def test_empty_catalog_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="empty catalog"):
+        Engine.build(Catalog([]), EngineConfig(retriever="bm25"))
+
+
+def test_incremental_add_encodes_only_new_apis() -> None:
+    emb = FakeEmbedder()
+    engine = Engine.build(tiny_catalog(), EngineConfig(retriever="hybrid"), embedder=emb)
+    before = emb.texts_encoded
+    new = [
+        ToolSpec(
+            id=f"Pay/Coin/transfer_{i}",
+            name=f"transfer_{i}",
+            description="transfer crypto coins to a wallet",
+            tool="Coin",
+            category="Pay",
+        )
+        for i in range(3)
+    ]
+    engine.add(new)
+    assert emb.texts_encoded - before == 3
+    top = engine.search("transfer crypto coins", top_k=3)
+    assert {r.tool.tool for r in top} == {"Coin"}
+
+
+def test_update_and_remove_keep_index_in_sync() -> None:
+    emb = FakeEmbedder()
+    engine = Engine.build(tiny_catalog(), EngineConfig(retriever="hybrid"), embedder=emb)
+    before = emb.texts_encoded
+    engine.update(
+        [
+            ToolSpec(
+                id="Maps/GeoFind/geocode",
+                name="geocode",
+                description="translate pizza orders",
+                tool="GeoFind",
+                category="Maps",
+            )
+        ]
+    )
+    assert emb.texts_encoded - before == 1
+    assert engine.search("translate pizza orders", 1)[0].id == "Maps/GeoFind/geocode"
+    before = emb.texts_encoded
+    engine.remove(["Maps/GeoFind/geocode"])
+    assert emb.texts_encoded == before  # removal re-encodes nothing
+    assert all(r.id != "Maps/GeoFind/geocode" for r in engine.search("translate pizza orders", 20))
+    assert len(engine.dense) == len(engine.catalog) == len(engine.bm25)  # type: ignore[arg-type]
+
+
+def test_hnsw_index_option_finds_the_same_top_hit() -> None:
+    cfg = EngineConfig.model_validate({"retriever": "dense", "dense": {"index": "hnsw"}})
+    engine = Engine.build(tiny_catalog(), cfg, embedder=FakeEmbedder())
+    flat = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+    q = "weather forecast for the coming days"
+    assert engine.search(q, 1)[0].id == flat.search(q, 1)[0].id
+
+
+def test_config_rejects_unknown_fields_and_stage_types() -> None:
+    with pytest.raises(ValueError, match="extra"):
+        EngineConfig.model_validate({"retriever": "dense", "bogus": 1})
+    cfg = EngineConfig(retriever="bm25", stages=[StageSpec(type="no_such_stage")])
+    with pytest.raises(ConfigError, match="unknown stage type 'no_such_stage'; known types: .*toolrerank"):
+        Engine.build(tiny_catalog(), cfg)
+
+
+class _Reverse:
+    name = "reverse"
+
+    def run(self, query, candidates, engine, trace):  # type: ignore[no-untyped-def]
+        trace["n_in"] = len(candidates)
+        return [c.with_stage(self.name, -c.rank) for c in reversed(candidates)]
+
+
+def test_custom_stage_runs_records_trace_and_scores() -> None:
+    from pydantic import BaseModel
+
+    class Cfg(BaseModel):
+        pass
+
+    register_stage_type("test_reverse", StageType(Cfg, lambda cfg, engine, path: _Reverse()), replace=True)
+    cfg = EngineConfig(retriever="bm25", candidate_k=5, stages=[StageSpec(type="test_reverse")])
+    engine = Engine.build(tiny_catalog(), cfg)
+    plain = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25")).search("weather in the city", 5)
+    res = engine.search_detailed("weather in the city", top_k=2)
+    assert res.trace["test_reverse"]["n_in"] == len(plain)
+    assert [r.id for r in res.results] == [r.id for r in reversed(plain)][:2]
+    assert [r.rank for r in res.results] == [1, 2]
+    assert "bm25" in res.results[0].stage_scores and "test_reverse" in res.results[0].stage_scores
+    assert set(res.timings_ms) >= {"first_stage", "test_reverse", "total"}
