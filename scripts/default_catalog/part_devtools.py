@@ -1,0 +1,78 @@
+from common import LIMIT, A, B, I, O, R, S, api, tool
+
+CAT = "Developer Tools"
+
+GH_TOKEN = S("Personal access token for CodeHub.")
+CI_TOKEN = S("BuildBot project token.")
+
+REPOS = tool("CodeHub Repos", CAT,
+    "Git hosting: repositories, branches, issues, pull requests, code review and releases.",
+    [
+        api("create_repo", "Create a new git repository, public or private, with an optional README and licence.",
+            {"token": GH_TOKEN, "name": S("Repository name."), "private": B("Private repository.", default=True),
+             "license": S("SPDX licence id, e.g. MIT."), "init_readme": B("Add a README.", default=True)},
+            ["token", "name"], R(repo=S("owner/name of the repository."), clone_url=S("HTTPS clone URL."))),
+        api("list_repos", "Repositories owned by or shared with the user, most recently pushed first.",
+            {"token": GH_TOKEN, "visibility": S("Filter.", enum=["all", "public", "private"], default="all"), "limit": LIMIT},
+            ["token"], R(repos=A(O("Repository.", repo=S("owner/name."), pushed_at=S("Time.")), "Repositories."))),
+        api("create_branch", "Create a branch from another branch or commit.",
+            {"token": GH_TOKEN, "repo": S("owner/name."), "branch": S("New branch name."), "from_ref": S("Base branch or SHA.", default="main")},
+            ["token", "repo", "branch"], R(branch=S("Branch name."), commit_sha=S("Head commit."))),
+        api("create_issue", "File a bug report or feature request in a repository.",
+            {"token": GH_TOKEN, "repo": S("owner/name."), "title": S("Issue title."), "body": S("Description in markdown."),
+             "labels": A(S("Label."), "Labels such as bug."), "assignees": A(S("Username."), "Assignees.")},
+            ["token", "repo", "title"], R(issue_number=I("Issue number."), url=S("Issue URL."))),
+        api("list_issues", "Open or closed issues of a repository, filterable by label and assignee.",
+            {"token": GH_TOKEN, "repo": S("owner/name."), "state": S("State.", enum=["open", "closed", "all"], default="open"),
+             "label": S("Label filter."), "limit": LIMIT}, ["token", "repo"],
+            R(issues=A(O("Issue.", issue_number=I("Number."), title=S("Title.")), "Issues."))),
+        api("comment_on_issue", "Add a comment to an issue or pull request conversation.",
+            {"token": GH_TOKEN, "repo": S("owner/name."), "issue_number": I("Issue or PR number."), "body": S("Comment.")},
+            ["token", "repo", "issue_number", "body"], R(comment_id=S("Comment id."))),
+        api("close_issue", "Close an issue as completed or not planned.",
+            {"token": GH_TOKEN, "repo": S("owner/name."), "issue_number": I("Issue number."),
+             "reason": S("Reason.", enum=["completed", "not_planned"], default="completed")},
+            ["token", "repo", "issue_number"], R(state=S("New state."))),
+        api("create_pull_request", "Propose merging a branch into another branch for review.",
+            {"token": GH_TOKEN, "repo": S("owner/name."), "head": S("Branch with the changes."), "base": S("Target branch.", default="main"),
+             "title": S("PR title."), "body": S("Description.")}, ["token", "repo", "head", "title"],
+            R(pull_request_id=I("Pull request number."), url=S("PR URL."))),
+        api("merge_pull_request", "Merge an approved pull request with merge, squash or rebase.",
+            {"token": GH_TOKEN, "repo": S("owner/name."), "pull_request_id": I("Pull request number."),
+             "method": S("Strategy.", enum=["merge", "squash", "rebase"], default="squash")},
+            ["token", "repo", "pull_request_id"], R(merged=B("Result."), commit_sha=S("SHA of the merge commit."))),
+        api("create_release", "Tag a commit as a versioned release with release notes.",
+            {"token": GH_TOKEN, "repo": S("owner/name."), "tag": S("Version tag, e.g. v1.4.0."), "commit_sha": S("Commit to tag."),
+             "notes": S("Release notes.")}, ["token", "repo", "tag"], R(release_id=S("Release id."), url=S("Release page."))),
+    ])
+
+CI = tool("BuildBot CI", CAT,
+    "Continuous integration and deployment: pipelines, builds, test logs, artifacts and environment deploys.",
+    [
+        api("list_pipelines", "Pipelines configured for a project with their last result.",
+            {"token": CI_TOKEN, "project": S("Project slug.")}, ["token", "project"],
+            R(pipelines=A(O("Pipeline.", pipeline_id=S("Id."), name=S("Name."), last_status=S("Status.")), "Pipelines."))),
+        api("trigger_build", "Run a pipeline for a branch or a specific commit.",
+            {"token": CI_TOKEN, "pipeline_id": S("Pipeline id."), "branch": S("Branch.", default="main"),
+             "commit_sha": S("Exact commit to build."), "variables": {"type": "object", "description": "Extra environment variables."}},
+            ["token", "pipeline_id"], R(build_id=S("Build id."), status=S("Initial status."))),
+        api("get_build_status", "Is the build queued, running, passed or failed? Includes duration and failing step.",
+            {"token": CI_TOKEN, "build_id": S("Build id.")}, ["token", "build_id"],
+            R(build_id=S("Id."), status=S("Status.", enum=["queued", "running", "passed", "failed", "cancelled"]), failed_step=S("Step."))),
+        api("get_build_logs", "Console output of a build step, for debugging failures.",
+            {"token": CI_TOKEN, "build_id": S("Build id."), "step": S("Step name; all if omitted."), "tail": I("Only last N lines.")},
+            ["token", "build_id"], R(log=S("Log text."))),
+        api("cancel_build", "Stop a queued or running build.", {"token": CI_TOKEN, "build_id": S("Build id.")}, ["token", "build_id"],
+            R(status=S("Status after the call."))),
+        api("list_artifacts", "Files produced by a build (binaries, coverage reports) with download links.",
+            {"token": CI_TOKEN, "build_id": S("Build id.")}, ["token", "build_id"],
+            R(artifacts=A(O("Artifact.", name=S("Name."), url=S("URL.")), "Artifacts."))),
+        api("deploy_build", "Ship a passed build to an environment such as staging or production.",
+            {"token": CI_TOKEN, "build_id": S("Build id."), "environment": S("Target.", enum=["dev", "staging", "production"])},
+            ["token", "build_id", "environment"], R(deployment_id=S("Deployment id."), status=S("Status."))),
+        api("rollback_deployment", "Revert an environment to the release before a given deployment.",
+            {"token": CI_TOKEN, "deployment_id": S("Deployment id.")}, ["token", "deployment_id"],
+            R(deployment_id=S("Id of the rollback deployment."), status=S("Status."))),
+    ])
+
+TOOLS = [REPOS, CI]

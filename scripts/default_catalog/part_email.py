@@ -1,0 +1,70 @@
+from common import API_KEY, LIMIT, A, B, I, O, R, S, api, tool
+
+CAT = "Communication"
+
+EMAILS = A(S("E-mail address.", format="email"), "Recipient addresses.")
+
+MAILDROP = tool("MailDrop Email", CAT,
+    "Transactional and personal e-mail API: send messages, manage drafts, read and search the inbox.",
+    [
+        api("send_email", "Send an e-mail to one or more recipients, with optional CC, HTML body and attachments.",
+            {"api_key": API_KEY, "to": EMAILS, "cc": A(S("Address.", format="email"), "CC addresses."),
+             "subject": S("Subject line."), "body": S("Message body, plain text or HTML."),
+             "attachment_urls": A(S("Public URL of a file to attach."), "Attachments.")},
+            ["api_key", "to", "subject", "body"], R(sent_message_id=S("Id of the sent message."), queued=B("Accepted for delivery."))),
+        api("list_inbox", "List recent messages in the mailbox, optionally only unread ones or from one folder.",
+            {"api_key": API_KEY, "folder": S("Folder.", enum=["inbox", "sent", "archive", "spam"], default="inbox"),
+             "unread_only": B("Only unread.", default=False), "limit": LIMIT},
+            ["api_key"], R(messages=A(O("Header.", message_id=S("Id."), sender=S("From."), subject=S("Subject."),
+                                         received_at=S("Time.")), "Messages."))),
+        api("read_message", "Open one e-mail and return its full body, headers and attachment list.",
+            {"api_key": API_KEY, "message_id": S("Message id.")}, ["api_key", "message_id"],
+            R(message_id=S("Id."), sender=S("From."), body=S("Body."), attachments=A(S("File name."), "Attachments."))),
+        api("reply_to_message", "Answer an e-mail in the same thread, optionally replying to all recipients.",
+            {"api_key": API_KEY, "message_id": S("Message to answer."), "body": S("Reply text."), "reply_all": B("Include everyone.", default=False)},
+            ["api_key", "message_id", "body"], R(sent_message_id=S("Id of the reply."))),
+        api("search_messages", "Full-text search over mail by sender, subject words, date range or has-attachment.",
+            {"api_key": API_KEY, "query": S("Search words."), "sender": S("From address."), "after": S("YYYY-MM-DD.", format="date"),
+             "has_attachment": B("Only with attachments.")}, ["api_key"],
+            R(messages=A(O("Hit.", message_id=S("Id."), subject=S("Subject.")), "Hits."))),
+        api("delete_message", "Move an e-mail to trash or delete it permanently.",
+            {"api_key": API_KEY, "message_id": S("Message id."), "permanent": B("Skip the trash.", default=False)},
+            ["api_key", "message_id"], R(deleted=B("True on success."))),
+        api("create_draft", "Save an unsent e-mail as a draft to edit or send later.",
+            {"api_key": API_KEY, "to": EMAILS, "subject": S("Subject line."), "body": S("Body.")}, ["api_key"],
+            R(draft_id=S("Draft id."))),
+        api("send_draft", "Send a previously saved draft now or at a scheduled time.",
+            {"api_key": API_KEY, "draft_id": S("Draft id."), "send_at": S("ISO 8601 time for scheduled sending.")},
+            ["api_key", "draft_id"], R(sent_message_id=S("Id of the sent message."))),
+    ])
+
+POSTBOX = tool("PostBox Mail", CAT,
+    "Hosted mailbox service with a REST interface for dispatching letters (mail), fetching mailboxes and filing conversations.",
+    [
+        api("dispatch_mail", "Deliver a mail message from your PostBox address; supports plain text or rich formatting.",
+            {"auth": S("PostBox auth header value."), "recipients": A(S("Address.", format="email"), "Who receives it."),
+             "title": S("Subject of the mail."), "content": S("Text of the mail."),
+             "format": S("Body format.", enum=["text", "html", "markdown"], default="text")},
+            ["auth", "recipients", "title", "content"], R(sent_mail_id=S("Id of the dispatched mail."))),
+        api("fetch_mailbox", "Retrieve the newest mails from a PostBox mailbox with sender and subject.",
+            {"auth": S("PostBox auth header value."), "mailbox": S("Mailbox name.", default="INBOX"), "count": I("How many.", default=25)},
+            ["auth"], R(mails=A(O("Mail.", mail_id=S("Id."), from_address=S("Sender."), title=S("Subject.")), "Mails."))),
+        api("open_mail", "Get the complete content of a single mail.",
+            {"auth": S("PostBox auth header value."), "mail_id": S("Mail id.")}, ["auth", "mail_id"],
+            R(mail_id=S("Id."), content=S("Text."), from_address=S("Sender."))),
+        api("forward_mail", "Forward a received mail to other addresses with an optional note.",
+            {"auth": S("PostBox auth header value."), "mail_id": S("Mail id."), "recipients": A(S("Address."), "Forward to."),
+             "note": S("Text added above.")}, ["auth", "mail_id", "recipients"], R(sent_mail_id=S("Id of the forward."))),
+        api("file_mail", "Move a mail into a folder or label it (archive, receipts, travel...).",
+            {"auth": S("PostBox auth header value."), "mail_id": S("Mail id."), "folder": S("Target folder or label.")},
+            ["auth", "mail_id", "folder"], R(filed=B("True on success."))),
+        api("set_auto_reply", "Turn the out-of-office automatic answer on or off with a message and date range.",
+            {"auth": S("PostBox auth header value."), "enabled": B("On or off."), "message": S("Auto-reply text."),
+             "start_date": S("YYYY-MM-DD.", format="date"), "end_date": S("YYYY-MM-DD.", format="date")},
+            ["auth", "enabled"], R(enabled=B("State after the call."))),
+        api("block_sender", "Stop mail from an address or domain reaching the mailbox.",
+            {"auth": S("PostBox auth header value."), "address": S("Address or @domain.")}, ["auth", "address"],
+            R(blocked=B("True on success."))),
+    ])
+
+TOOLS = [MAILDROP, POSTBOX]

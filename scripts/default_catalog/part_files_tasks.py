@@ -1,0 +1,63 @@
+from common import API_KEY, LIMIT, A, B, I, O, R, S, api, tool
+
+CAT = "Productivity"
+
+DRIVE = tool("CloudVault Drive", CAT,
+    "Cloud file storage: upload, organise into folders, share links and permissions, download and versioning.",
+    [
+        api("upload_file", "Store a file in the cloud drive from base64 content or a URL, optionally inside a folder.",
+            {"api_key": API_KEY, "file_name": S("Name including extension."), "content_base64": S("File bytes, base64."),
+             "source_url": S("Fetch the file from this URL instead."), "folder_id": S("Destination folder; root if omitted.")},
+            ["api_key", "file_name"], R(file_id=S("Id of the stored file."), size_bytes=I("Size."), web_url=S("Link for owners."))),
+        api("create_folder", "Make a new folder, optionally nested under another folder.",
+            {"api_key": API_KEY, "name": S("Folder name."), "parent_folder_id": S("Parent folder id.")}, ["api_key", "name"],
+            R(folder_id=S("Id of the new folder."))),
+        api("list_files", "Browse the files and subfolders of a folder, or search by name.",
+            {"api_key": API_KEY, "folder_id": S("Folder id; root if omitted."), "name_contains": S("Name filter."), "limit": LIMIT},
+            ["api_key"], R(files=A(O("Entry.", file_id=S("Id."), name=S("Name."), modified=S("Time.")), "Entries."))),
+        api("share_file", "Give someone access to a file by e-mail, or create a public link, with view or edit rights.",
+            {"api_key": API_KEY, "file_id": S("File id."), "email": S("Person to share with.", format="email"),
+             "role": S("Permission.", enum=["viewer", "commenter", "editor"], default="viewer"),
+             "public_link": B("Create an anyone-with-the-link URL.", default=False), "expires_in_days": I("Link expiry.")},
+            ["api_key", "file_id"], R(share_url=S("Link to the shared file."), permission_id=S("Permission id."))),
+        api("download_file", "Get a temporary download URL for a stored file or a specific older version.",
+            {"api_key": API_KEY, "file_id": S("File id."), "version": I("Version number; latest if omitted.")},
+            ["api_key", "file_id"], R(download_url=S("Signed URL, valid 15 minutes."))),
+        api("move_file", "Move a file into another folder or rename it.",
+            {"api_key": API_KEY, "file_id": S("File id."), "folder_id": S("Destination folder id."), "new_name": S("New name.")},
+            ["api_key", "file_id"], R(file_id=S("File id."), folder_id=S("Folder now holding it."))),
+        api("delete_file", "Send a file to the bin (recoverable for 30 days).",
+            {"api_key": API_KEY, "file_id": S("File id.")}, ["api_key", "file_id"], R(trashed=B("True on success."))),
+        api("list_versions", "Version history of a file with author and timestamp of each save.",
+            {"api_key": API_KEY, "file_id": S("File id.")}, ["api_key", "file_id"],
+            R(versions=A(O("Version.", version=I("Number."), modified_by=S("Author."), modified=S("Time.")), "Versions."))),
+    ])
+
+TASKS = tool("TaskFlow Tasks", CAT,
+    "Team task and project tracker: projects, tasks, assignees, due dates, comments and progress.",
+    [
+        api("create_project", "Start a new project board to group related tasks.",
+            {"api_key": API_KEY, "name": S("Project name."), "description": S("Goal of the project.")}, ["api_key", "name"],
+            R(project_id=S("Project id."))),
+        api("list_projects", "All projects visible to the user with their task counts.", {"api_key": API_KEY}, ["api_key"],
+            R(projects=A(O("Project.", project_id=S("Id."), name=S("Name."), open_tasks=I("Open tasks.")), "Projects."))),
+        api("create_task", "Add a to-do item to a project with an optional due date and priority.",
+            {"api_key": API_KEY, "project_id": S("Project id."), "title": S("What needs doing."), "due_date": S("YYYY-MM-DD.", format="date"),
+             "priority": S("Priority.", enum=["low", "medium", "high", "urgent"], default="medium"), "notes": S("Details.")},
+            ["api_key", "project_id", "title"], R(task_id=S("Task id."))),
+        api("list_tasks", "Tasks of a project, filterable by status, assignee or due before a date.",
+            {"api_key": API_KEY, "project_id": S("Project id."), "status": S("Filter.", enum=["open", "in_progress", "done"]),
+             "assignee_id": S("Only this person's tasks."), "due_before": S("YYYY-MM-DD.", format="date")},
+            ["api_key", "project_id"], R(tasks=A(O("Task.", task_id=S("Id."), title=S("Title."), status=S("Status.")), "Tasks."))),
+        api("assign_task", "Make a person responsible for a task (uses the directory user id).",
+            {"api_key": API_KEY, "task_id": S("Task id."), "user_id": S("Directory user id of the assignee.")},
+            ["api_key", "task_id", "user_id"], R(task_id=S("Task id."), assignee=S("Assignee name."))),
+        api("update_task_status", "Move a task to in progress or mark it done.",
+            {"api_key": API_KEY, "task_id": S("Task id."), "status": S("New status.", enum=["open", "in_progress", "done"])},
+            ["api_key", "task_id", "status"], R(task_id=S("Task id."), status=S("Status."))),
+        api("add_task_comment", "Leave a comment or progress note on a task.",
+            {"api_key": API_KEY, "task_id": S("Task id."), "text": S("Comment.")}, ["api_key", "task_id", "text"],
+            R(comment_id=S("Comment id."))),
+    ])
+
+TOOLS = [DRIVE, TASKS]

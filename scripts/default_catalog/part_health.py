@@ -1,0 +1,62 @@
+from common import API_KEY, LIMIT, A, B, I, N, O, R, S, api, tool
+
+CAT = "Health"
+
+FIT = tool("FitTrack", CAT,
+    "Fitness and wellness tracker: steps, workouts, sleep, heart rate, meals and personal goals from wearables.",
+    [
+        api("get_daily_activity", "Steps, distance, active minutes and calories burned for a day.",
+            {"api_key": API_KEY, "date": S("YYYY-MM-DD; today if omitted.", format="date")}, ["api_key"],
+            R(steps=I("Steps."), distance_km=N("Distance."), active_minutes=I("Active minutes."), calories=I("Calories burned."))),
+        api("log_workout", "Record an exercise session such as a run, ride, swim or gym workout.",
+            {"api_key": API_KEY, "activity": S("Type.", enum=["run", "walk", "cycle", "swim", "strength", "yoga", "other"]),
+             "duration_minutes": I("Length."), "distance_km": N("Distance, if any."), "started_at": S("ISO 8601 time.")},
+            ["api_key", "activity", "duration_minutes"], R(workout_id=S("Workout id."), calories=I("Estimated calories."))),
+        api("sleep_summary", "How long and how well the user slept: stages, awakenings and a sleep score.",
+            {"api_key": API_KEY, "date": S("Night starting on this date.", format="date")}, ["api_key"],
+            R(total_minutes=I("Asleep."), deep_minutes=I("Deep sleep."), score=I("0-100."))),
+        api("heart_rate", "Resting heart rate and intraday heart-rate samples.",
+            {"api_key": API_KEY, "date": S("YYYY-MM-DD.", format="date"), "resolution": S("Sample spacing.", enum=["1min", "5min", "15min"])},
+            ["api_key"], R(resting_bpm=I("Resting rate."), samples=A(O("Sample.", time=S("Time."), bpm=I("BPM.")), "Samples."))),
+        api("log_meal", "Add food eaten to the diary with calories and macronutrients.",
+            {"api_key": API_KEY, "meal": S("Meal.", enum=["breakfast", "lunch", "dinner", "snack"]), "food": S("What was eaten."),
+             "calories": I("kcal."), "protein_g": N("Protein."), "carbs_g": N("Carbohydrates."), "fat_g": N("Fat.")},
+            ["api_key", "meal", "food"], R(entry_id=S("Diary entry id."), calories_today=I("Total intake today."))),
+        api("nutrition_lookup", "Calories and nutrients of a food by name and portion size.",
+            {"api_key": API_KEY, "food": S("Food, e.g. 'banana'."), "grams": N("Portion weight.", default=100)},
+            ["api_key", "food"], R(calories=I("kcal."), protein_g=N("Protein."), carbs_g=N("Carbs."), fat_g=N("Fat."))),
+        api("set_goal", "Set a daily or weekly target for steps, sleep, workouts or weight.",
+            {"api_key": API_KEY, "metric": S("Goal type.", enum=["steps", "sleep_minutes", "workouts_per_week", "weight_kg"]),
+             "target": N("Target value.")}, ["api_key", "metric", "target"], R(goal_id=S("Goal id."))),
+    ])
+
+CLINIC = tool("MediBook Appointments", CAT,
+    "Doctor search and appointment booking for clinics and telehealth.",
+    [
+        api("search_doctors", "Find doctors by speciality, location, language spoken and insurance accepted.",
+            {"api_key": API_KEY, "specialty": S("E.g. dermatology, general practice, dentist."), "city": S("City or postcode."),
+             "insurance": S("Insurance plan name."), "telehealth": B("Offers video visits."), "limit": LIMIT},
+            ["api_key", "specialty"],
+            R(doctors=A(O("Doctor.", doctor_id=S("Id."), name=S("Name."), clinic=S("Clinic."), rating=N("Stars.")), "Doctors."))),
+        api("get_doctor", "Profile of a doctor: qualifications, languages, clinic address and accepted insurances.",
+            {"api_key": API_KEY, "doctor_id": S("Doctor id.")}, ["api_key", "doctor_id"],
+            R(doctor_id=S("Id."), languages=A(S("Language."), "Languages."), address=S("Clinic address."))),
+        api("list_available_slots", "Open appointment times with a doctor over the coming days.",
+            {"api_key": API_KEY, "doctor_id": S("Doctor id."), "from_date": S("YYYY-MM-DD.", format="date"), "days": I("Days to scan.", default=7)},
+            ["api_key", "doctor_id"], R(slots=A(O("Slot.", slot_id=S("Slot id."), starts_at=S("Start.")), "Free slots."))),
+        api("book_appointment", "Reserve an appointment slot for a patient with the reason for the visit.",
+            {"api_key": API_KEY, "slot_id": S("Slot id."), "patient_name": S("Patient."), "reason": S("Symptoms or reason."),
+             "visit_type": S("Mode.", enum=["in_person", "video"], default="in_person")},
+            ["api_key", "slot_id", "patient_name"], R(appointment_id=S("Appointment id."), starts_at=S("Start."))),
+        api("reschedule_appointment", "Move an appointment to another free slot.",
+            {"api_key": API_KEY, "appointment_id": S("Appointment id."), "slot_id": S("New slot id.")},
+            ["api_key", "appointment_id", "slot_id"], R(starts_at=S("New start."))),
+        api("cancel_appointment", "Annule un rendez-vous médical déjà réservé et libère le créneau pour d'autres patients.",
+            {"api_key": API_KEY, "appointment_id": S("Appointment id."), "reason": S("Reason.")}, ["api_key", "appointment_id"],
+            R(cancelled=B("True on success."))),
+        api("list_my_appointments", "Upcoming and past appointments of the patient.",
+            {"api_key": API_KEY, "upcoming_only": B("Hide past visits.", default=True)}, ["api_key"],
+            R(appointments=A(O("Appointment.", appointment_id=S("Id."), doctor_id=S("Doctor."), start_time=S("Start.")), "Appointments."))),
+    ])
+
+TOOLS = [FIT, CLINIC]

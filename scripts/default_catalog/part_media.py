@@ -1,0 +1,76 @@
+from common import API_KEY, LIMIT, A, B, I, N, O, R, S, api, tool
+
+CAT = "Media"
+
+MUSIC = tool("TuneStream Music", CAT,
+    "Music streaming: catalogue search, playback on the user's devices, playlists, lyrics and recommendations.",
+    [
+        api("search_tracks", "Find songs by title, artist or album; also matches partial lyrics.",
+            {"api_key": API_KEY, "query": S("Song, artist or album words."), "genre": S("Genre filter."), "limit": LIMIT},
+            ["api_key", "query"], R(tracks=A(O("Track.", track_id=S("Id."), title=S("Title."), artist=S("Artist."), duration_s=I("Length.")), "Tracks."))),
+        api("play_track", "Start playing a song (or resume) on the user's active speaker, phone or browser.",
+            {"api_key": API_KEY, "track_id": S("Track id."), "device_id": S("Target device; active one if omitted."),
+             "shuffle": B("Shuffle the queue.")}, ["api_key", "track_id"], R(playing=B("Playback started."))),
+        api("create_playlist", "Make a new, empty playlist in the user's library.",
+            {"api_key": API_KEY, "name": S("Playlist name."), "public": B("Visible on the profile.", default=False),
+             "description": S("Description.")}, ["api_key", "name"], R(playlist_id=S("Playlist id."))),
+        api("add_to_playlist", "Append songs to a playlist.",
+            {"api_key": API_KEY, "playlist_id": S("Playlist id."), "track_ids": A(S("Track id."), "Songs to add.")},
+            ["api_key", "playlist_id", "track_ids"], R(playlist_id=S("Playlist id."), track_count=I("Songs now."))),
+        api("get_lyrics", "Song text for a track, time-synced when available.",
+            {"api_key": API_KEY, "track_id": S("Track id.")}, ["api_key", "track_id"], R(lyrics=S("Lyrics."), synced=B("Has timings."))),
+        api("get_recommendations", "Suggest songs similar to seed tracks, artists or a mood.",
+            {"api_key": API_KEY, "seed_track_ids": A(S("Track id."), "Seed songs."), "mood": S("Mood.", enum=["chill", "happy", "focus", "workout", "sad"]),
+             "limit": LIMIT}, ["api_key"], R(tracks=A(O("Track.", track_id=S("Id."), title=S("Title.")), "Suggestions."))),
+        api("recently_played", "The user's listening history.", {"api_key": API_KEY, "limit": LIMIT}, ["api_key"],
+            R(tracks=A(O("Play.", track_id=S("Id."), played_at=S("Time.")), "Plays."))),
+    ])
+
+MOVIES = tool("ReelBase Movies", CAT,
+    "Film and TV database: titles, cast and crew, ratings, trailers and where a title can be streamed.",
+    [
+        api("search_movies", "Look up films or series by title, optionally with release year.",
+            {"api_key": API_KEY, "title": S("Title words."), "year": I("Release year."), "type": S("Kind.", enum=["movie", "series"])},
+            ["api_key", "title"], R(results=A(O("Title.", movie_id=S("Id."), title=S("Title."), year=I("Year.")), "Matches."))),
+        api("get_movie_details", "Plot synopsis, runtime, genres, rating and age certificate for a title.",
+            {"api_key": API_KEY, "movie_id": S("Title id."), "language": S("Locale for texts.", default="en-US")},
+            ["api_key", "movie_id"], R(movie_id=S("Id."), plot=S("Synopsis."), runtime_min=I("Minutes."), rating=N("Average rating."))),
+        api("get_cast", "Actors and crew (director, writers, composer) of a film or series.",
+            {"api_key": API_KEY, "movie_id": S("Title id.")}, ["api_key", "movie_id"],
+            R(cast=A(O("Credit.", person_id=S("Person id."), name=S("Name."), role=S("Character or job.")), "Credits."))),
+        api("where_to_watch", "Which streaming, rental or purchase services offer a title in a country.",
+            {"api_key": API_KEY, "movie_id": S("Title id."), "country": S("ISO country code.", default="US")},
+            ["api_key", "movie_id"], R(offers=A(O("Offer.", provider=S("Service."), kind=S("stream/rent/buy"), price=N("Price.")), "Offers."))),
+        api("trending_titles", "What people are watching this week, films or series.",
+            {"api_key": API_KEY, "type": S("Kind.", enum=["movie", "series", "all"], default="all")}, ["api_key"],
+            R(results=A(O("Title.", movie_id=S("Id."), title=S("Title.")), "Trending."))),
+        api("similar_titles", "Recommendations: titles like a given film or show.",
+            {"api_key": API_KEY, "movie_id": S("Title id.")}, ["api_key", "movie_id"],
+            R(results=A(O("Title.", movie_id=S("Id."), title=S("Title.")), "Similar."))),
+        api("get_trailer", "Video URL of the official trailer.", {"api_key": API_KEY, "movie_id": S("Title id.")}, ["api_key", "movie_id"],
+            R(video_url=S("Trailer URL."))),
+    ])
+
+IMAGES = tool("PixelForge Images", CAT,
+    "Image processing API: upload pictures, resize, crop, filter, cut out backgrounds and convert formats.",
+    [
+        api("upload_image", "Send a picture (JPEG, PNG, WebP, HEIC) for processing.",
+            {"api_key": API_KEY, "image_url": S("URL of the image."), "image_base64": S("Or the bytes, base64.")}, ["api_key"],
+            R(image_id=S("Image id."), width=I("Pixels."), height=I("Pixels."))),
+        api("resize_image", "Scale a picture to a width/height, keeping or ignoring the aspect ratio.",
+            {"api_key": API_KEY, "image_id": S("Image id."), "width": I("Target width px."), "height": I("Target height px."),
+             "keep_aspect": B("Preserve aspect ratio.", default=True)}, ["api_key", "image_id"], R(image_id=S("Id of the result."), url=S("Result URL."))),
+        api("crop_image", "Cut a rectangle out of a picture.",
+            {"api_key": API_KEY, "image_id": S("Image id."), "x": I("Left."), "y": I("Top."), "width": I("Width."), "height": I("Height.")},
+            ["api_key", "image_id", "width", "height"], R(image_id=S("Id of the result."), url=S("Result URL."))),
+        api("apply_filter", "Apply a look to a photo: black-and-white, sepia, blur, sharpen, vintage.",
+            {"api_key": API_KEY, "image_id": S("Image id."), "filter": S("Effect.", enum=["grayscale", "sepia", "blur", "sharpen", "vintage"]),
+             "strength": N("0-1.", default=1.0)}, ["api_key", "image_id", "filter"], R(image_id=S("Id of the result."), url=S("Result URL."))),
+        api("remove_background", "Cut out the subject of a photo and make the background transparent.",
+            {"api_key": API_KEY, "image_id": S("Image id.")}, ["api_key", "image_id"], R(image_id=S("Id of the result."), url=S("PNG URL."))),
+        api("convert_format", "Re-encode an image as another file type with a quality setting.",
+            {"api_key": API_KEY, "image_id": S("Image id."), "format": S("Target.", enum=["jpeg", "png", "webp", "avif"]),
+             "quality": I("1-100.", default=85)}, ["api_key", "image_id", "format"], R(image_id=S("Id of the result."), url=S("Result URL."))),
+    ])
+
+TOOLS = [MUSIC, MOVIES, IMAGES]
