@@ -1,0 +1,225 @@
+"""What the three LLM stages share: config fields, LLM lookup, fallback, and one plan run two ways.
+
+A stage's logic is written once, as a generator (a *plan*) that yields requests — :class:`LLMCall` (prompts
+for the LLM) or :class:`Retrieve` (queries for the first stage) — and receives their results. A sync driver
+(:meth:`LLMStage.run`) and an async driver (:meth:`LLMStage.arun`) execute the same plan, so the sync and
+async paths cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolrerank_plugins.errors import ToolRerankError
+from toolrerank_plugins.llm.base import LLM, LLMError
+from toolrerank_plugins.llm.registry import resolve_llm
+from toolrerank_plugins.llm.runtime import LLMRuntime, LLMSession, RuntimeConfig
+from toolrerank_plugins.records import ScoredTool, rerank
+
+if TYPE_CHECKING:
+    from toolrerank_plugins.engine import Engine
+
+logger = logging.getLogger(__name__)
+
+
+class LLMStageError(ToolRerankError):
+    """An LLM stage failed and its config says ``on_error="raise"``."""
+
+
+class LLMStageConfig(BaseModel):
+    """Fields every LLM stage has."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    llm: str = Field("default", description="name of an LLM registered with register_llm()")
+    temperature: float | None = Field(None, ge=0, description="None: the model's default")
+    max_tokens: int = Field(256, ge=1, description="completion cap asked of the LLM")
+    max_query_chars: int = Field(300, ge=16, description="cap on every LLM-made query string")
+    max_tool_chars: int = Field(300, ge=32, description="cap on each tool description shown to the LLM")
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    on_error: Literal["fallback", "raise"] = Field(
+        "fallback", description="fallback: keep the last good ranking and record why; raise: LLMStageError"
+    )
+
+
+@dataclass(frozen=True)
+class LLMCall:
+    """Ask the LLM these prompts (concurrently when several); results are ``str | LLMError``."""
+
+    prompts: tuple[str, ...]
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Retrieve:
+    """First-stage retrieval for these queries at depth ``k``; the result is one ranking per query."""
+
+    queries: tuple[str, ...]
+    k: int
+
+
+Request = LLMCall | Retrieve
+Plan = Generator[Request, Any, list[ScoredTool]]
+
+
+class _Fallback(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class LLMStage:
+    """Base of the LLM stages. Subclasses implement :meth:`plan`."""
+
+    name: str = "llm"
+
+    def __init__(self, config: LLMStageConfig, *, llm: LLM | None = None, runtime: LLMRuntime | None = None) -> None:
+        self.config = config
+        self.llm = llm
+        self.runtime = runtime or LLMRuntime(config.runtime)
+        self._warned_no_llm = False
+
+    # -- to implement ------------------------------------------------------------------------------
+    def plan(self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]) -> Plan:
+        raise NotImplementedError
+
+    # -- helpers for plans ---------------------------------------------------------------------------
+    def fail(self, reason: str) -> _Fallback:
+        """``raise self.fail("why")`` inside a plan: keep the last good ranking (or raise if configured)."""
+        return _Fallback(reason)
+
+    def scored(self, ranking: Sequence[ScoredTool], scores: Sequence[float] | None = None) -> list[ScoredTool]:
+        """Record this stage's score on each item (default: the item's current score) and renumber."""
+        vals = scores if scores is not None else [s.score for s in ranking]
+        return rerank([s.with_stage(self.name, v) for s, v in zip(ranking, vals)])
+
+    def save(self, path: Path) -> None:  # nothing to persist: the config lives in config.json
+        return None
+
+    # -- drivers ---------------------------------------------------------------------------------------
+    def _start(self, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]) -> LLMSession | None:
+        llm = resolve_llm(self.config.llm, self.llm, engine)
+        if llm is None:
+            msg = (
+                f"stage {self.name!r}: no LLM named {self.config.llm!r} is registered; call "
+                f"toolrerank_plugins.llm.register_llm({self.config.llm!r}, your_llm) before searching"
+            )
+            if self.config.on_error == "raise":
+                raise LLMStageError(msg)
+            if not self._warned_no_llm:
+                logger.warning("%s; returning first-stage results unchanged", msg)
+                self._warned_no_llm = True
+            trace["fallback"] = "no_llm"
+            trace["usage"] = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "llm_time_ms": 0.0}
+            return None
+        return self.runtime.session(llm)
+
+    def _finish(
+        self,
+        session: LLMSession,
+        candidates: list[ScoredTool],
+        trace: dict[str, Any],
+        result: list[ScoredTool] | None,
+        error: BaseException | None,
+        started: float,
+    ) -> list[ScoredTool]:
+        good = trace.pop("_last_good", None)
+        trace["usage"] = session.usage.to_dict()
+        total_ms = (time.perf_counter() - started) * 1000
+        trace["overhead_ms"] = round(max(0.0, total_ms - session.usage.llm_time_ms), 3)
+        if error is None and result is not None:
+            return result
+        if isinstance(error, _Fallback):
+            reason = error.reason
+        else:
+            reason = f"internal_error: {type(error).__name__}: {error}"
+            logger.warning("stage %r failed unexpectedly (%s); keeping the last good ranking", self.name, reason)
+        if self.config.on_error == "raise":
+            raise LLMStageError(f"stage {self.name!r}: {reason}") from error
+        trace["fallback"] = reason
+        return list(good) if good is not None else list(candidates)
+
+    def run(self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]) -> list[ScoredTool]:
+        session = self._start(candidates, engine, trace)
+        if session is None:
+            return list(candidates)
+        started = time.perf_counter()
+        trace["_last_good"] = list(candidates)
+        gen = self.plan(query, candidates, engine, trace)
+        result: list[ScoredTool] | None = None
+        error: BaseException | None = None
+        try:
+            req = next(gen)
+            while True:
+                if isinstance(req, LLMCall):
+                    out: Any = session.complete_many(
+                        list(req.prompts), temperature=req.temperature, max_tokens=req.max_tokens
+                    )
+                else:
+                    out = engine.retrieve(list(req.queries), req.k)
+                req = gen.send(out)
+        except StopIteration as stop:
+            result = stop.value
+        except (LLMStageError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            error = exc
+        finally:
+            gen.close()
+        return self._finish(session, candidates, trace, result, error, started)
+
+    async def arun(
+        self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]
+    ) -> list[ScoredTool]:
+        """Async twin of :meth:`run`: LLM calls are awaited, retrieval runs in a worker thread."""
+        session = self._start(candidates, engine, trace)
+        if session is None:
+            return list(candidates)
+        started = time.perf_counter()
+        trace["_last_good"] = list(candidates)
+        gen = self.plan(query, candidates, engine, trace)
+        result: list[ScoredTool] | None = None
+        error: BaseException | None = None
+        try:
+            req = next(gen)
+            while True:
+                if isinstance(req, LLMCall):
+                    out: Any = await session.acomplete_many(
+                        list(req.prompts), temperature=req.temperature, max_tokens=req.max_tokens
+                    )
+                else:
+                    out = await asyncio.to_thread(engine.retrieve, list(req.queries), req.k)
+                req = gen.send(out)
+        except StopIteration as stop:
+            result = stop.value
+        except (LLMStageError, KeyboardInterrupt, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            error = exc
+        finally:
+            gen.close()
+        return self._finish(session, candidates, trace, result, error, started)
+
+
+def first_error(results: Sequence[str | LLMError]) -> LLMError | None:
+    return next((r for r in results if isinstance(r, LLMError)), None)
+
+
+def error_reason(exc: LLMError) -> str:
+    from toolrerank_plugins.llm.base import LLMTimeoutError
+    from toolrerank_plugins.llm.runtime import BudgetExceededError
+
+    if isinstance(exc, BudgetExceededError):
+        return f"budget_exceeded: {exc}"
+    if isinstance(exc, LLMTimeoutError):
+        return f"timeout: {exc}"
+    return f"llm_error: {exc}"

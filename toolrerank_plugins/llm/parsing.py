@@ -1,0 +1,396 @@
+"""Tolerant parsers for LLM output: query lists, single rewrites, and feedback refinements.
+
+LLMs rarely follow the format exactly (Kachuee et al. saw numbered lists, "Sure, I can..." preambles and
+"These APIs..." trailers). The parsers here accept what a reasonable reader would, reject refusals and
+garbage, and never return anything but short plain query strings: LLM output is used only as query text.
+Every parser returns a status (``"ok"`` or why not) and notes on what it repaired, for the stage's trace.
+
+Example:
+    >>> text = "Sure! Here are the APIs:\\n1. Weather forecast API\\n2. **Flight search**\\nHope this helps"
+    >>> parse_query_list(text).items
+    ['Weather forecast API', 'Flight search']
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["ok", "empty", "refusal", "garbage", "no_items"]
+
+#: Output beyond this many characters is not read at all (an answer 100x too long is cut, not parsed).
+MAX_INPUT_CHARS = 8000
+
+_THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.S | re.I)
+_THINK_OPEN = re.compile(r"<(think|thinking|reasoning)>.*", re.S | re.I)
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.S)
+_BULLET = re.compile(
+    r"^\s*(?:[-*•·▪►>+]+|\(?\d{1,2}\s*[.):\]]|\(?[a-hA-H][.)]|#{1,6}|(?:step|query|description|api|intent)\s*\d+\s*[:.)-])\s+",
+    re.I,
+)
+_LABEL = re.compile(
+    r"^\s*(?:(?:rewritten|revised|refined|new|improved|final|retrieval|search|generated)\s+)?"
+    r"(?:query|queries|instruction|request|description|descriptions|intent|rewrite|refinement|answer|output)"
+    r"\s*(?:\d+\s*)?[:=-]\s*",
+    re.I,
+)
+_PREAMBLE = re.compile(
+    r"^\s*(?:sure|certainly|of course|okay|ok|absolutely|great|here\s+(?:is|are)|below\s+(?:is|are)|"
+    r"the following|i\s+(?:would|will|can)\s+(?:suggest|recommend|use|need)|to\s+(?:address|handle|help)|"
+    r"based on)\b",
+    re.I,
+)
+_TRAILER = re.compile(
+    r"^\s*(?:these|this|note|notes|i hope|hope this|let me know|the above|each of|in summary|overall|"
+    r"explanation|please|feel free|by using|with these|if you)\b",
+    re.I,
+)
+_REFUSAL = re.compile(
+    r"\b(?:i'?m sorry|i am sorry|i apologi[sz]e|i cannot|i can'?t|i can not|i am unable|i'?m unable|"
+    r"as an ai|i'?m not able|i am not able|i won'?t be able|cannot assist|can'?t help with)\b",
+    re.I,
+)
+_NA = re.compile(
+    r"^\W*(?:n\s*/\s*a|na|none|no (?:further )?refinement(?: is)?(?: needed| necessary| required)?)\W*$", re.I
+)
+_IDENT = re.compile(r"\b([A-Za-z]+(?:[A-Z][a-z0-9]+)+(?:API)?|[a-z]+(?:_[a-z0-9]+)+|[A-Za-z]+API)\b")
+_NAME_HEAD = re.compile(r"^\s*([A-Za-z0-9_./-]{3,60}(?:\s?API)?)\s*[:\u2013\u2014-]\s+(.+)$")
+_SENT = re.compile(r"(?<=[.;!?])\s+")
+_WORD = re.compile(r"[^\W\d_]{2,}", re.U)
+_LIST_KEYS = ("queries", "descriptions", "apis", "api_descriptions", "intents", "tools", "items", "results")
+_TEXT_KEYS = ("query", "description", "rewrite", "rewritten_query", "refined_query", "instruction", "text", "intent")
+
+
+@dataclass
+class ParsedList:
+    items: list[str]
+    status: Status
+    notes: list[str] = field(default_factory=list)
+    api_names: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"items": self.items, "status": self.status, "notes": self.notes, "api_names": self.api_names}
+
+
+@dataclass
+class ParsedText:
+    text: str | None
+    status: Status
+    notes: list[str] = field(default_factory=list)
+    api_names: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "status": self.status, "notes": self.notes, "api_names": self.api_names}
+
+
+@dataclass
+class ParsedRefinement:
+    kind: Literal["stop", "refine", "invalid"]
+    query: str | None
+    status: Status
+    notes: list[str] = field(default_factory=list)
+    api_names: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "query": self.query, "status": self.status, "notes": self.notes}
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def split_identifier(name: str) -> str:
+    """``"PartyPlanningAPI"`` -> ``"Party Planning API"``, ``"get_weather_data"`` -> ``"get weather data"``."""
+    s = re.sub(r"[_./-]+", " ", name)
+    s = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", s)
+    s = re.sub(r"(?<=[A-Z])(?=[A-Z][a-z])", " ", s)
+    return " ".join(s.split())
+
+
+def clip(text: str, limit: int) -> str:
+    """Collapse whitespace and cut at a word boundary to at most ``limit`` characters."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    if text[limit] == " " or " " not in cut:
+        return cut.rstrip()
+    return cut.rsplit(" ", 1)[0]
+
+
+def is_refusal(text: str) -> bool:
+    return bool(_REFUSAL.search(text[:400]))
+
+
+def is_garbage(text: str) -> bool:
+    """Too few letters, no real words, or one token repeated: not a usable query."""
+    t = text.strip()
+    if not t:
+        return True
+    letters = sum(c.isalpha() for c in t)
+    if letters < 3 or letters / len(t) < 0.5:
+        return True
+    words = _WORD.findall(t.lower())
+    if not words:
+        return True
+    if len(words) >= 6 and len(set(words)) / len(words) < 0.25:
+        return True
+    # long "words" with no vowels are keyboard mashing or base64, not language
+    vowelless = sum(1 for w in words if len(w) >= 5 and not re.search(r"[aeiouy]", w))
+    return vowelless / len(words) > 0.5
+
+
+def _prepare(text: str | None, notes: list[str]) -> str:
+    if text is None:
+        return ""
+    text = str(text)
+    if len(text) > MAX_INPUT_CHARS:
+        notes.append(f"input_truncated:{len(text)}")
+        text = text[:MAX_INPUT_CHARS]
+    if _THINK.search(text):
+        text = _THINK.sub("", text)
+        notes.append("stripped_reasoning")
+    if _THINK_OPEN.search(text):  # unterminated reasoning block: nothing after it is an answer
+        text = _THINK_OPEN.sub("", text)
+        notes.append("unterminated_reasoning")
+    m = _FENCE.search(text)
+    if m:
+        text = m.group(1)
+        notes.append("code_fence")
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip()
+
+
+def _strip_inline(line: str) -> str:
+    s = re.sub(r"\*\*|__|`", "", line)
+    s = re.sub(r"^\s*\*(.+)\*\s*$", r"\1", s)
+    s = _LABEL.sub("", s, count=1)
+    s = s.strip().strip("\"'“”‘’").strip()
+    return s
+
+
+def _humanise_names(line: str, names: list[str]) -> str:
+    """Turn invented API identifiers into words (they still carry keywords) and remember them."""
+    m = _NAME_HEAD.match(line)
+    if m and (_IDENT.fullmatch(m.group(1).replace(" ", "")) or m.group(1).endswith("API")):
+        names.append(m.group(1))
+        line = f"{split_identifier(m.group(1))}: {m.group(2)}"
+
+    def sub(match: re.Match[str]) -> str:
+        names.append(match.group(1))
+        return split_identifier(match.group(1))
+
+    return _IDENT.sub(sub, line)
+
+
+def _json_payload(text: str) -> Any:
+    t = text.strip()
+    if not t or t[0] not in "[{":
+        return None
+    try:
+        return json.loads(t)
+    except ValueError:
+        return None
+
+
+def _json_items(data: Any) -> list[str] | None:
+    if isinstance(data, dict):
+        for key in _LIST_KEYS:
+            if isinstance(data.get(key), list):
+                return _json_items(data[key])
+        for key in _TEXT_KEYS:
+            if isinstance(data.get(key), str):
+                return [data[key]]
+        lists = [v for v in data.values() if isinstance(v, list)]
+        return _json_items(lists[0]) if lists else None
+    if isinstance(data, list):
+        out = []
+        for x in data:
+            if isinstance(x, str):
+                out.append(x)
+            elif isinstance(x, dict):
+                name = x.get("name") or x.get("api") or x.get("tool")
+                desc = next((x[k] for k in _TEXT_KEYS if isinstance(x.get(k), str)), None)
+                if desc and name:
+                    out.append(f"{name}: {desc}")
+                elif desc or name:
+                    out.append(str(desc or name))
+        return out
+    return None
+
+
+def _untable(lines: list[str], notes: list[str]) -> list[str]:
+    """A markdown table instead of lines: drop the header and rule, join each row's cells."""
+    rows = [ln for ln in lines if ln.strip().startswith("|") and ln.strip().endswith("|")]
+    if len(rows) < 2:
+        return lines
+    notes.append("table")
+    out: list[str] = []
+    for i, ln in enumerate(lines):
+        if ln not in rows:
+            out.append(ln)
+            continue
+        cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+        if all(re.fullmatch(r":?-{2,}:?", c) for c in cells if c):
+            continue  # the rule under the header
+        if i + 1 < len(lines) and re.fullmatch(r"[\s|:-]+", lines[i + 1]):
+            continue  # the header row
+        out.append("- " + ": ".join(c for c in cells if c))
+    return out
+
+
+# -- public parsers --------------------------------------------------------------------------------
+def parse_query_list(text: str | None, *, max_items: int = 5, max_chars: int = 200) -> ParsedList:
+    """Parse a list of API descriptions / intents, one per line, into clean query strings.
+
+    Handles numbered and bulleted lists, markdown, JSON arrays, code fences, reasoning blocks, preambles
+    ("Sure, here are..."), trailing explanations, blank lines, too many lines (first ``max_items`` kept),
+    over-long lines (cut at ``max_chars``) and one paragraph instead of lines (split into sentences).
+    """
+    notes: list[str] = []
+    names: list[str] = []
+    body = _prepare(text, notes)
+    if not body:
+        return ParsedList([], "empty", notes)
+    raw: list[str]
+    data = _json_payload(body)
+    json_items = _json_items(data) if data is not None else None
+    if data is not None and not json_items:
+        notes.append("json_without_text")
+        return ParsedList([], "no_items", notes)
+    if json_items is not None:
+        notes.append("json")
+        raw = json_items
+        bulleted = False
+    else:
+        lines = _untable([ln for ln in body.split("\n") if ln.strip()], notes)
+        marks = [bool(_BULLET.match(ln)) for ln in lines]
+        bulleted = sum(marks) >= 1 and len(lines) > 1
+        raw = []
+        started = False
+        for ln, is_bullet in zip(lines, marks):
+            if bulleted and not is_bullet:
+                # outside the list: preambles, headings, trailers. Kachuee et al.: skip them.
+                if started and _TRAILER.match(ln):
+                    notes.append("trailer_skipped")
+                    break
+                notes.append("non_list_line_skipped")
+                continue
+            started = True
+            s = _BULLET.sub("", ln, count=1) if is_bullet else ln
+            if not bulleted:
+                if _PREAMBLE.match(s) and (s.rstrip().endswith(":") or len(lines) > 1):
+                    notes.append("preamble_skipped")
+                    continue
+                if raw and _TRAILER.match(s):
+                    notes.append("trailer_skipped")
+                    break
+            raw.append(s)
+        # one paragraph instead of lines (the prompt asks for < 20 words per line): split into sentences
+        if len(raw) == 1 and (len(raw[0]) > max_chars or len(raw[0].split()) > 30):
+            parts = [p for p in _SENT.split(raw[0]) if p.strip()]
+            if len(parts) > 1:
+                notes.append("paragraph_split")
+                raw = parts
+    items: list[str] = []
+    seen: set[str] = set()
+    for r in raw:
+        s = _strip_inline(str(r))
+        if not s or s.endswith(":") and len(s.split()) <= 8:
+            continue  # a heading
+        if is_refusal(s):
+            notes.append("refusal_line_skipped")
+            continue
+        s = _humanise_names(s, names)
+        if len(s) > max_chars:
+            notes.append("item_clipped")
+        s = clip(s, max_chars)
+        if is_garbage(s):
+            notes.append("garbage_line_skipped")
+            continue
+        key = s.lower()
+        if key in seen:
+            notes.append("duplicate_skipped")
+            continue
+        seen.add(key)
+        items.append(s)
+    if len(items) > max_items:
+        notes.append(f"items_truncated:{len(items)}")
+        items = items[:max_items]
+    if items:
+        return ParsedList(items, "ok", notes, names)
+    if is_refusal(body):
+        return ParsedList([], "refusal", notes, names)
+    return ParsedList([], "garbage" if is_garbage(body) else "no_items", notes, names)
+
+
+def parse_rewrite(text: str | None, *, max_chars: int = 400) -> ParsedText:
+    """Parse one rewritten query: labels ("Rewritten query:"), quotes, JSON and preambles are removed."""
+    notes: list[str] = []
+    names: list[str] = []
+    body = _prepare(text, notes)
+    if not body:
+        return ParsedText(None, "empty", notes)
+    data = _json_payload(body)
+    items = _json_items(data) if data is not None else None
+    if data is not None and not items:
+        notes.append("json_without_text")
+        return ParsedText(None, "no_items", notes)
+    if items:
+        notes.append("json")
+        candidates = [items[0]]
+    else:
+        paras = [p.strip() for p in re.split(r"\n\s*\n", body) if p.strip()]
+        candidates = []
+        for p in paras:
+            lines = [ln for ln in p.split("\n") if ln.strip()]
+            # "Rewritten query:" alone on a line, the answer on the next: keep the answer lines
+            while lines and (_PREAMBLE.match(lines[0]) or _LABEL.fullmatch(lines[0].strip() + " ")):
+                if len(lines) == 1 and not lines[0].rstrip().endswith(":") and not _LABEL.match(lines[0]):
+                    break
+                lines = lines[1:]
+                notes.append("preamble_skipped")
+            if lines:
+                candidates.append(" ".join(_BULLET.sub("", ln, count=1) for ln in lines))
+    for c in candidates:
+        s = _strip_inline(c)
+        if not s or (_TRAILER.match(s) and candidates.index(c) > 0):
+            continue
+        if is_refusal(s):
+            return ParsedText(None, "refusal", notes)
+        s = _humanise_names(s, names)
+        if len(s) > max_chars:
+            notes.append("clipped")
+        s = clip(s, max_chars)
+        if is_garbage(s):
+            continue
+        return ParsedText(s, "ok", notes, names)
+    if is_refusal(body):
+        return ParsedText(None, "refusal", notes)
+    return ParsedText(None, "garbage", notes, names)
+
+
+_REFINE_LABEL = re.compile(
+    r"(?:refined|revised|new|improved|rewritten)\s+(?:user\s+)?(?:instruction|query|request)\s*[:\-]\s*", re.I
+)
+
+
+def parse_refinement(text: str | None, *, max_chars: int = 400) -> ParsedRefinement:
+    """Parse the refinement step of iterative feedback: ``"N/A"`` means stop, else a refined instruction."""
+    notes: list[str] = []
+    body = _prepare(text, notes)
+    if not body:
+        return ParsedRefinement("invalid", None, "empty", notes)
+    labels = list(_REFINE_LABEL.finditer(body))
+    if labels:
+        m = labels[-1]
+        body = body[m.end() :].strip()
+        notes.append("labelled")
+    first = _strip_inline(body.split("\n", 1)[0])
+    if _NA.match(first) or _NA.match(_strip_inline(body)):
+        return ParsedRefinement("stop", None, "ok", notes)
+    parsed = parse_rewrite(body, max_chars=max_chars)
+    notes.extend(parsed.notes)
+    if parsed.text is None:
+        return ParsedRefinement("invalid", None, parsed.status, notes)
+    if _NA.match(parsed.text):
+        return ParsedRefinement("stop", None, "ok", notes)
+    return ParsedRefinement("refine", parsed.text, "ok", notes, parsed.api_names)
