@@ -1,0 +1,151 @@
+"""Conversions between toolrerank-plugins records and LangChain objects (the only place they happen)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.llm.base import Message
+from toolrerank_plugins.records import ScoredTool, ToolSpec, stable_id, thaw
+
+#: Metadata keys every adapter writes (on a copy of the input's metadata).
+TOOL_ID, NAME, TOOL, CATEGORY, SCORE, RANK, STAGE_SCORES = (
+    "tool_id",
+    "name",
+    "tool",
+    "category",
+    "score",
+    "rank",
+    "stage_scores",
+)
+
+_FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def result_metadata(st: ScoredTool) -> dict[str, Any]:
+    """The fixed metadata keys for one ranked tool."""
+    return {
+        TOOL_ID: st.tool.id,
+        NAME: st.tool.name,
+        TOOL: st.tool.tool,
+        CATEGORY: st.tool.category,
+        SCORE: st.score,
+        RANK: st.rank,
+        STAGE_SCORES: dict(st.stage_scores),
+    }
+
+
+def scored_to_document(st: ScoredTool, render: Callable[[ToolSpec], str]) -> Document:
+    """A retrieved tool as a ``Document``: the rendered tool text plus the fixed metadata keys."""
+    return Document(page_content=render(st.tool), metadata=result_metadata(st), id=st.tool.id)
+
+
+def document_to_spec(doc: Document, catalog: Catalog) -> ToolSpec:
+    """The tool a document stands for: the catalog's entry for ``metadata["tool_id"]`` when known, else a
+    spec built from the document text (id: ``tool_id`` or a sha256 of the text)."""
+    meta = doc.metadata or {}
+    tool_id = meta.get(TOOL_ID)
+    if isinstance(tool_id, str):
+        known = catalog.get(tool_id)
+        if known is not None:
+            return known
+    text = doc.page_content
+    tid = tool_id if isinstance(tool_id, str) and tool_id else stable_id({"page_content": text})
+    name = meta.get(NAME)
+    return ToolSpec(
+        id=tid,
+        name=name if isinstance(name, str) and name else tid,
+        description=text,
+        tool=meta.get(TOOL) if isinstance(meta.get(TOOL), str) else None,
+        category=meta.get(CATEGORY) if isinstance(meta.get(CATEGORY), str) else None,
+    )
+
+
+def rescored_document(doc: Document, st: ScoredTool) -> Document:
+    """A copy of ``doc`` with the ranking written into a copy of its metadata (the input is not touched)."""
+    meta = dict(doc.metadata or {})
+    meta.update(result_metadata(st))
+    return Document(page_content=doc.page_content, metadata=meta, id=doc.id)
+
+
+def tool_to_spec(tool: BaseTool) -> ToolSpec:
+    """A LangChain tool as a ``ToolSpec`` (id = tool name; ``tool.metadata`` may give ``tool``/``category``)."""
+    fn = convert_to_openai_tool(tool)["function"]
+    meta = tool.metadata or {}
+    return ToolSpec(
+        id=tool.name,
+        name=tool.name,
+        description=fn.get("description") or "",
+        tool=meta.get(TOOL) if isinstance(meta.get(TOOL), str) else None,
+        category=meta.get(CATEGORY) if isinstance(meta.get(CATEGORY), str) else None,
+        parameters=fn.get("parameters") or {"type": "object", "properties": {}},
+        metadata={"format": "langchain"},
+    )
+
+
+def function_names(specs: Iterable[ToolSpec]) -> dict[str, str]:
+    """Tool-calling names for specs, by id: the API name when it is a valid function name and unique,
+    else the id with invalid characters replaced (plus a short sha256 when that is too long or taken)."""
+    specs = list(specs)
+    counts: dict[str, int] = {}
+    for s in specs:
+        counts[s.name] = counts.get(s.name, 0) + 1
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for s in specs:
+        name = s.name
+        if not (_FUNCTION_NAME.match(name) and counts[name] == 1):
+            name = re.sub(r"[^A-Za-z0-9_-]+", "_", s.id).strip("_") or "tool"
+            if len(name) > 64 or name in taken or name in counts:
+                digest = hashlib.sha256(s.id.encode("utf-8")).hexdigest()[:8]
+                name = f"{name[:55]}_{digest}"
+        taken.add(name)
+        out[s.id] = name
+    return out
+
+
+def spec_to_tool(spec: ToolSpec, func: Callable[..., Any], name: str) -> BaseTool:
+    """A ``StructuredTool`` that calls ``func`` and shows the model the spec's JSON Schema."""
+    return StructuredTool.from_function(
+        func=func,
+        name=name,
+        description=spec.description or spec.name,
+        args_schema=thaw(spec.parameters),
+        metadata={TOOL_ID: spec.id, TOOL: spec.tool, CATEGORY: spec.category},
+    )
+
+
+def to_chat_messages(prompt: str | Sequence[Message]) -> list[BaseMessage]:
+    """Core LLM-port input (a prompt or role/content dicts) as LangChain messages."""
+    if isinstance(prompt, str):
+        return [HumanMessage(content=prompt)]
+    kinds: Mapping[str, type[BaseMessage]] = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+    out: list[BaseMessage] = []
+    for m in prompt:
+        kind = kinds.get(m["role"])
+        if kind is None:
+            raise ValueError(f"unknown message role {m['role']!r}; use one of {sorted(kinds)}")
+        out.append(kind(content=m["content"]))
+    return out
+
+
+def message_text(message: BaseMessage) -> str:
+    """Plain text of a model reply (text content blocks joined)."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, Mapping) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)

@@ -1,0 +1,62 @@
+"""A LangChain document compressor that applies the engine's reranking stages to any retriever's documents."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.callbacks import Callbacks
+from langchain_core.documents import BaseDocumentCompressor, Document
+from pydantic import ConfigDict, Field
+
+from langchain_toolrerank._convert import document_to_spec, rescored_document
+from toolrerank_plugins.engine import Engine
+
+
+class ToolRerankCompressor(BaseDocumentCompressor):
+    """Rerank documents that describe tools with the engine's stages (``Engine.rerank``; no first stage).
+
+    A document maps to the engine catalog's tool through ``metadata["tool_id"]``; a document without a
+    known id becomes a tool described by its text. Returned documents are copies with ``tool_id``,
+    ``score``, ``rank`` and ``stage_scores`` added to their metadata. Use it inside
+    ``ContextualCompressionRetriever`` (from ``langchain``) or call :meth:`compress_documents` directly.
+
+    Args:
+        engine: the engine whose stages rerank (with no stages the order is kept).
+        top_n: how many documents to keep (``None`` keeps all).
+
+    Example:
+        >>> from langchain_core.documents import Document
+        >>> from toolrerank_plugins.engine import EngineConfig
+        >>> from toolrerank_plugins.testing import tiny_catalog
+        >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+        >>> docs = [Document("send mail", metadata={"tool_id": "Mail/PostBox/send_email"})]
+        >>> out = ToolRerankCompressor(engine=engine, top_n=1).compress_documents(docs, "email my boss")
+        >>> out[0].metadata["rank"], "rank" in docs[0].metadata
+        (1, False)
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    engine: Engine
+    top_n: int | None = Field(3, ge=1)
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        specs = [document_to_spec(d, self.engine.catalog) for d in documents]
+        ranked = self.engine.rerank(query, specs, top_k=self.top_n)
+        return _back_to_documents(documents, specs, ranked)
+
+    async def acompress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        specs = [document_to_spec(d, self.engine.catalog) for d in documents]
+        ranked = await self.engine.arerank(query, specs, top_k=self.top_n)
+        return _back_to_documents(documents, specs, ranked)
+
+
+def _back_to_documents(documents: Sequence[Document], specs: Sequence, ranked: Sequence) -> list[Document]:
+    by_id: dict[str, Document] = {}
+    for doc, spec in zip(documents, specs):
+        by_id.setdefault(spec.id, doc)  # the engine keeps a repeated id's first occurrence too
+    return [rescored_document(by_id[st.tool.id], st) for st in ranked]

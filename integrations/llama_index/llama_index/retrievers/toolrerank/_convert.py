@@ -1,0 +1,145 @@
+"""Conversions between toolrerank-plugins records and LlamaIndex objects (the only place they happen)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
+from llama_index.core.schema import BaseNode, NodeWithScore, TextNode
+from llama_index.core.tools import BaseTool, FunctionTool
+
+from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.llm.base import Message
+from toolrerank_plugins.records import ScoredTool, ToolSpec
+
+#: Metadata keys every adapter writes (on a copy of the input's metadata).
+TOOL_ID, NAME, TOOL, CATEGORY, SCORE, RANK, STAGE_SCORES = (
+    "tool_id",
+    "name",
+    "tool",
+    "category",
+    "score",
+    "rank",
+    "stage_scores",
+)
+# Ranking bookkeeping stays out of the text LLMs and embedders see.
+_HIDDEN = [SCORE, RANK, STAGE_SCORES]
+_FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def result_metadata(st: ScoredTool) -> dict[str, Any]:
+    return {
+        TOOL_ID: st.tool.id,
+        NAME: st.tool.name,
+        TOOL: st.tool.tool,
+        CATEGORY: st.tool.category,
+        SCORE: st.score,
+        RANK: st.rank,
+        STAGE_SCORES: dict(st.stage_scores),
+    }
+
+
+def scored_to_node(st: ScoredTool, render: Callable[[ToolSpec], str]) -> NodeWithScore:
+    """A retrieved tool as a node (id = tool id, text = rendered tool) with the fixed metadata keys."""
+    node = TextNode(
+        id_=st.tool.id,
+        text=render(st.tool),
+        metadata=result_metadata(st),
+        excluded_llm_metadata_keys=list(_HIDDEN),
+        excluded_embed_metadata_keys=list(_HIDDEN),
+    )
+    return NodeWithScore(node=node, score=st.score)
+
+
+def node_to_spec(node: BaseNode, catalog: Catalog) -> ToolSpec:
+    """The tool a node stands for: the catalog's entry for ``metadata["tool_id"]`` when known, else a spec
+    built from the node's text (id: ``tool_id`` or the node id)."""
+    meta = node.metadata or {}
+    tool_id = meta.get(TOOL_ID)
+    if isinstance(tool_id, str):
+        known = catalog.get(tool_id)
+        if known is not None:
+            return known
+    tid = tool_id if isinstance(tool_id, str) and tool_id else node.node_id
+    name = meta.get(NAME)
+    return ToolSpec(
+        id=tid,
+        name=name if isinstance(name, str) and name else tid,
+        description=node.get_content(),
+        tool=meta.get(TOOL) if isinstance(meta.get(TOOL), str) else None,
+        category=meta.get(CATEGORY) if isinstance(meta.get(CATEGORY), str) else None,
+    )
+
+
+def rescored_node(nws: NodeWithScore, st: ScoredTool) -> NodeWithScore:
+    """A copy of the node with the ranking written into a copy of its metadata (the input is not touched)."""
+    node = nws.node
+    meta = {**(node.metadata or {}), **result_metadata(st)}
+    copy = node.model_copy(
+        update={
+            "metadata": meta,
+            "excluded_llm_metadata_keys": [*node.excluded_llm_metadata_keys, *_HIDDEN],
+            "excluded_embed_metadata_keys": [*node.excluded_embed_metadata_keys, *_HIDDEN],
+        }
+    )
+    return NodeWithScore(node=copy, score=st.score)
+
+
+def tool_to_spec(tool: BaseTool) -> ToolSpec:
+    """A LlamaIndex tool as a ``ToolSpec`` (id = tool name)."""
+    meta = tool.metadata
+    return ToolSpec(
+        id=meta.name or "",
+        name=meta.name or "",
+        description=meta.description or "",
+        parameters=meta.get_parameters_dict(),
+        metadata={"format": "llama_index"},
+    )
+
+
+def function_names(specs: Iterable[ToolSpec]) -> dict[str, str]:
+    """Tool-calling names by id: the API name when valid and unique, else the sanitized id (plus a short
+    sha256 when too long or taken)."""
+    specs = list(specs)
+    counts: dict[str, int] = {}
+    for s in specs:
+        counts[s.name] = counts.get(s.name, 0) + 1
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for s in specs:
+        name = s.name
+        if not (_FUNCTION_NAME.match(name) and counts[name] == 1):
+            name = re.sub(r"[^A-Za-z0-9_-]+", "_", s.id).strip("_") or "tool"
+            if len(name) > 64 or name in taken or name in counts:
+                digest = hashlib.sha256(s.id.encode("utf-8")).hexdigest()[:8]
+                name = f"{name[:55]}_{digest}"
+        taken.add(name)
+        out[s.id] = name
+    return out
+
+
+def spec_to_tool(spec: ToolSpec, func: Callable[..., Any], name: str) -> BaseTool:
+    """A ``FunctionTool`` calling ``func`` (its argument schema comes from ``func``'s signature)."""
+    return FunctionTool.from_defaults(fn=func, name=name, description=spec.description or spec.name)
+
+
+def to_chat_messages(prompt: str | Sequence[Message]) -> list[ChatMessage]:
+    """Core LLM-port input as LlamaIndex chat messages."""
+    if isinstance(prompt, str):
+        return [ChatMessage(role=MessageRole.USER, content=prompt)]
+    roles = {"system": MessageRole.SYSTEM, "user": MessageRole.USER, "assistant": MessageRole.ASSISTANT}
+    out = []
+    messages: Sequence[Message] = prompt
+    for m in messages:
+        role = roles.get(m["role"])
+        if role is None:
+            raise ValueError(f"unknown message role {m['role']!r}; use one of {sorted(roles)}")
+        out.append(ChatMessage(role=role, content=m["content"]))
+    return out
+
+
+def response_text(response: ChatResponse) -> str:
+    return response.message.content or ""
