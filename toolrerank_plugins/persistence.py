@@ -52,6 +52,10 @@ def save_engine(engine: Engine, path: Path, *, overwrite: bool = False) -> Path:
         raise PersistenceError(f"{path} already exists; pass overwrite=True to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    # mkdtemp creates 0700; a saved engine gets the permissions of any directory the user creates.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)
     try:
         write_tools_jsonl(engine.catalog, tmp / "tools.jsonl")
         with (tmp / "edges.jsonl").open("w", encoding="utf-8") as fh:
