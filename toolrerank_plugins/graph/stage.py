@@ -1,0 +1,211 @@
+"""The ``tgr`` stage: Tool Graph Retriever as an engine stage.
+
+At index time (build, load, add, update, remove) the stage builds or updates the dependency graph and
+installs the graph convolution as the dense retriever's ``doc_transform``, then refreshes the index, so
+query latency does not change. At query time it only runs the optional prerequisite expansion.
+
+Saved inside the engine directory (``stages/NN-tgr/``): ``graph.json`` (networkx node-link, stamped with
+the catalog fingerprint) and, when one is used, ``discriminator/`` (a ``save_pretrained`` folder).
+
+Example:
+    >>> from toolrerank_plugins.engine import Engine, EngineConfig
+    >>> from toolrerank_plugins.stages import StageSpec
+    >>> from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
+    >>> cfg = EngineConfig(stages=[StageSpec(type="tgr", params={"expansion": {"enabled": True}})])
+    >>> engine = Engine.build(tiny_catalog(), cfg, embedder=FakeEmbedder())
+    >>> [r.tool.name for r in engine.search("change the email address of my account", top_k=2)]
+    ['update_email', 'login']
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolrerank_plugins.errors import ConfigError
+from toolrerank_plugins.graph.builder import (
+    DEFAULT_SOURCES,
+    DependencyJudge,
+    DiscriminatorJudge,
+    GraphBuildConfig,
+    PruningConfig,
+    Source,
+    build_graph,
+    update_graph,
+)
+from toolrerank_plugins.graph.expansion import ExpansionConfig, expand_prerequisites
+from toolrerank_plugins.graph.propagation import Direction, propagate
+from toolrerank_plugins.graph.schema_deps import SchemaConfig
+from toolrerank_plugins.graph.tool_graph import GraphError, ToolGraph
+from toolrerank_plugins.records import ScoredTool
+from toolrerank_plugins.stages import StageType
+
+if TYPE_CHECKING:
+    from toolrerank_plugins.engine import Engine
+
+logger = logging.getLogger(__name__)
+
+GRAPH_FILE = "graph.json"
+DISCRIMINATOR_DIR = "discriminator"
+
+
+class TGRConfig(BaseModel):
+    """Parameters of the ``tgr`` stage.
+
+    Attributes:
+        sources: where edges come from: ``declared`` (catalog edges), ``schema`` (returns -> parameter),
+            ``discriminator`` (needs ``discriminator_path``), ``file`` (needs ``graph_file``: a graph from
+            ``toolrerank graph build``, e.g. one judged by an LLM), ``llm`` is not available here (an LLM is
+            not part of a config): build such a graph with the Python API and load it as ``file``.
+        graph_file: node-link JSON written by ``toolrerank graph build`` (must match the catalog).
+        discriminator_path: folder saved by ``toolrerank train discriminator``.
+        discriminator_threshold: a discriminator edge needs its class to be the argmax and at least this probability.
+        direction: how embeddings flow along edges (see :mod:`toolrerank_plugins.graph.propagation`).
+        alpha: blend of propagated (1.0) and original (0.0) embeddings.
+        weighted: use edge weights (discriminator probabilities) in the adjacency.
+        propagate: apply the graph convolution at index time (needs a dense or hybrid retriever).
+        expansion: prerequisite expansion after retrieval.
+        pruning: candidate pairs for the discriminator.
+        schema_detector: schema detector settings.
+        on_unknown: edges naming unknown APIs: ``error`` or ``drop`` (counted in the graph stats).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    sources: list[Source] = Field(default_factory=lambda: list(DEFAULT_SOURCES))
+    graph_file: str | None = None
+    discriminator_path: str | None = None
+    discriminator_threshold: float = Field(0.0, ge=0.0, le=1.0)
+    direction: Direction = "into_prerequisite"
+    alpha: float = Field(0.5, ge=0.0, le=1.0)
+    weighted: bool = False
+    propagate: bool = True
+    expansion: ExpansionConfig = Field(default_factory=ExpansionConfig)
+    pruning: PruningConfig = Field(default_factory=PruningConfig)
+    schema_detector: SchemaConfig = Field(default_factory=SchemaConfig)
+    on_unknown: Literal["error", "drop"] = "error"
+
+    def build_config(self) -> GraphBuildConfig:
+        return GraphBuildConfig(
+            sources=self.sources, pruning=self.pruning, schema_detector=self.schema_detector, on_unknown=self.on_unknown
+        )
+
+
+class TGRStage:
+    """Graph-encoded dense retrieval plus optional prerequisite expansion (see module docs)."""
+
+    def __init__(self, config: TGRConfig, engine: Engine, path: Path | None = None) -> None:
+        self.name = "tgr"
+        self.config = config
+        self.graph: ToolGraph | None = None
+        self._base: ToolGraph | None = None
+        self._from_disk = False
+        self.discriminator: Any = None
+        if "llm" in config.sources:
+            raise ConfigError(
+                "tgr source 'llm' cannot be configured (an LLM is not serialisable): build the graph with "
+                "build_graph(..., judges={'llm': LLMDependencyJudge(llm)}), save it, and use source 'file'"
+            )
+        if config.propagate and config.alpha > 0 and engine.dense is None:
+            raise ConfigError(
+                "tgr propagation needs a dense or hybrid retriever (engine has none); use retriever "
+                "'dense'/'hybrid', or set propagate=false to use prerequisite expansion only"
+            )
+        if "discriminator" in config.sources:
+            self.discriminator = self._load_discriminator(path)
+        if path is not None and (path / GRAPH_FILE).exists():
+            self.graph = ToolGraph.load(path / GRAPH_FILE)
+            self._from_disk = True
+        elif "file" in config.sources:
+            if not config.graph_file:
+                raise ConfigError("tgr source 'file' needs graph_file (a graph written by `toolrerank graph build`)")
+            self._base = ToolGraph.load(config.graph_file)
+        elif path is not None:
+            raise GraphError(f"{path}: saved tgr stage has no {GRAPH_FILE}; the engine directory is incomplete")
+
+    def _load_discriminator(self, path: Path | None) -> Any:
+        from toolrerank_plugins.graph.discriminator import DependencyDiscriminator
+
+        if path is not None and (path / DISCRIMINATOR_DIR).exists():
+            return DependencyDiscriminator.load(path / DISCRIMINATOR_DIR)
+        if not self.config.discriminator_path:
+            raise ConfigError(
+                "tgr source 'discriminator' needs discriminator_path (train one with `toolrerank train discriminator`)"
+            )
+        return DependencyDiscriminator.load(self.config.discriminator_path)
+
+    # -- index time ------------------------------------------------------------------------------
+    def _judges(self) -> dict[str, DependencyJudge]:
+        if self.discriminator is None:
+            return {}
+        return {"discriminator": DiscriminatorJudge(self.discriminator, self.config.discriminator_threshold)}
+
+    def _embeddings(self, engine: Engine) -> tuple[np.ndarray | None, list[str] | None]:
+        if not {"discriminator", "llm"} & set(self.config.sources):
+            return None, None
+        if engine.dense is not None:
+            return engine.dense.embeddings, engine.dense.ids
+        ids = engine.catalog.ids
+        return engine.embedder.encode([engine.render(engine.catalog[i]) for i in ids]), ids
+
+    def on_index(self, engine: Engine) -> None:
+        """Build the graph (first time), check a loaded one, or update it incrementally; then re-encode."""
+        emb, ids = self._embeddings(engine)
+        if self.graph is None:
+            self.graph = build_graph(
+                engine.catalog,
+                self.config.build_config(),
+                embeddings=emb,
+                ids=ids,
+                judges=self._judges(),
+                base=self._base,
+            )
+        elif self._from_disk:
+            self.graph.check_catalog(engine.catalog, where="saved tgr stage")
+            self._from_disk = False
+        else:
+            changes = update_graph(
+                self.graph, engine.catalog, self.config.build_config(), embeddings=emb, ids=ids, judges=self._judges()
+            )
+            logger.info("tgr graph updated: %s", changes)
+        if engine.dense is not None and self.config.propagate and self.config.alpha > 0:
+            engine.dense.doc_transform = self.transform
+            engine.dense.refresh()
+
+    def transform(self, ids: list[str], embeddings: np.ndarray) -> np.ndarray:
+        """The dense retriever's ``doc_transform``: graph convolution blended with the originals."""
+        if self.graph is None:
+            return embeddings
+        return propagate(
+            embeddings,
+            self.graph,
+            ids,
+            direction=self.config.direction,
+            alpha=self.config.alpha,
+            weighted=self.config.weighted,
+        )
+
+    # -- query time ------------------------------------------------------------------------------
+    def run(self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]) -> list[ScoredTool]:
+        if self.graph is None or not self.config.expansion.enabled:
+            return candidates
+        out, inserted = expand_prerequisites(
+            candidates, self.graph, engine.catalog, self.config.expansion, stage=self.name
+        )
+        trace["expanded"] = inserted
+        return out
+
+    # -- persistence -----------------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        if self.graph is None:
+            raise GraphError("tgr stage has no graph to save (it was never indexed)")
+        self.graph.save(path / GRAPH_FILE)
+        if self.discriminator is not None:
+            self.discriminator.save(path / DISCRIMINATOR_DIR)
+
+
+STAGE_TYPE = StageType(config_model=TGRConfig, factory=lambda cfg, engine, path: TGRStage(cfg, engine, path))
