@@ -6,6 +6,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -183,7 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_eval)
 
     s = sub.add_parser("demo", help="build an engine over the bundled catalog and answer a few queries")
-    s.add_argument("--pipeline", default="hybrid", help="pipeline name or engine config .json (default: hybrid)")
+    s.add_argument(
+        "--pipeline", default="hybrid+tgr", help="pipeline name or engine config .json (default: hybrid+tgr)"
+    )
     s.add_argument("--query", action="append", help="your own query (repeatable)")
     s.add_argument("--top-k", type=int, default=5)
     s.set_defaults(func=cmd_demo)
@@ -204,6 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    # bm25s sets its own logger to DEBUG when imported; filter at the handler so -v/-vv decide.
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(level)
+    if args.verbose < 1:  # model-loading progress bars are noise unless asked for with -v
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     if args.command == "eval" and not args.engine and not args.catalog:
         parser.error("eval needs --catalog (with --pipeline) or --engine")
     try:

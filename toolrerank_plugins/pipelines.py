@@ -18,6 +18,10 @@ _PIPELINES: dict[str, Callable[[], EngineConfig]] = {
     "bm25": lambda: EngineConfig(retriever="bm25"),
     "hybrid": lambda: EngineConfig(retriever="hybrid"),
     "dense-hnsw": lambda: EngineConfig.model_validate({"retriever": "dense", "dense": {"index": "hnsw"}}),
+    # Zero-training dependency graph (declared + schema data-flow edges) with prerequisite expansion.
+    "hybrid+tgr": lambda: EngineConfig.model_validate(
+        {"retriever": "hybrid", "stages": [{"type": "tgr", "params": {"expansion": {"enabled": True}}}]}
+    ),
 }
 
 
