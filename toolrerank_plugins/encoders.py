@@ -71,6 +71,7 @@ class SentenceTransformerEmbedder:
         max_length: max word pieces per text (the model truncates beyond it).
         show_progress_bar: ``None`` shows it for long encodes when INFO logging is on.
         model_kwargs: passed to ``SentenceTransformer(model_kwargs=...)``.
+        torch_threads: if set, ``torch.set_num_threads`` (process-wide) when the model loads.
     """
 
     def __init__(
@@ -82,6 +83,7 @@ class SentenceTransformerEmbedder:
         max_length: int | None = 256,
         show_progress_bar: bool | None = None,
         model_kwargs: dict[str, Any] | None = None,
+        torch_threads: int | None = None,
     ) -> None:
         self.model_name_or_path = resolve_model_path(model_name_or_path)
         self.requested_device = device
@@ -89,6 +91,7 @@ class SentenceTransformerEmbedder:
         self.max_length = max_length
         self.show_progress_bar = show_progress_bar
         self.model_kwargs = dict(model_kwargs or {})
+        self.torch_threads = torch_threads
         self._model: Any = None
 
     @property
@@ -98,6 +101,8 @@ class SentenceTransformerEmbedder:
             from toolrerank_plugins.device import resolve_device
 
             device = resolve_device(self.requested_device)
+            if self.torch_threads:
+                require("torch").set_num_threads(self.torch_threads)
             logger.info("loading encoder %s on %s", self.model_name_or_path, device)
             self._model = st.SentenceTransformer(
                 self.model_name_or_path,

@@ -136,3 +136,31 @@ def test_custom_stage_runs_records_trace_and_scores() -> None:
     assert [r.rank for r in res.results] == [1, 2]
     assert "bm25" in res.results[0].stage_scores and "test_reverse" in res.results[0].stage_scores
     assert set(res.timings_ms) >= {"first_stage", "test_reverse", "total"}
+
+
+def test_bm25_add_tokenises_only_new_texts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrerank_plugins.retrieval.bm25 import BM25Retriever
+
+    r = BM25Retriever()
+    r.index(["a", "b"], ["alpha weather forecast", "send email message"])
+    seen: list[int] = []
+    original = BM25Retriever._tokenize
+
+    def counting(self: BM25Retriever, texts):  # type: ignore[no-untyped-def]
+        seen.append(len(texts))
+        return original(self, texts)
+
+    monkeypatch.setattr(BM25Retriever, "_tokenize", counting)
+    r.add(["c"], ["book a flight ticket"])
+    assert seen == [1]  # the add tokenised one text; the query below tokenises one more
+    assert r.search(["flight"], 3)[0][0][0] == "c"
+    r.remove(["c"])
+    assert seen == [1, 1] and r.search(["flight"], 3) == [[]]
+
+
+def test_bm25_over_a_catalog_of_stopwords_only_has_no_hits() -> None:
+    from toolrerank_plugins.retrieval.bm25 import BM25Retriever
+
+    r = BM25Retriever()
+    r.index(["a"], ["the of and"])
+    assert r.search(["the weather"], 3) == [[]]

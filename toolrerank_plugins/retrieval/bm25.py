@@ -26,8 +26,8 @@ class BM25Config(BaseModel):
 class BM25Retriever:
     """Lexical retrieval with bm25s.
 
-    BM25's IDF depends on the whole corpus, so ``add``/``remove`` re-index the stored tokenised texts
-    (no model involved; a few seconds for 47k APIs). Hits with score 0 (no shared term) are dropped.
+    BM25's IDF depends on the whole corpus, so ``add``/``remove`` rebuild the index from the stored token
+    lists; only new texts are tokenised. Hits with score 0 (no shared term) are dropped.
     """
 
     name = "bm25"
@@ -36,6 +36,7 @@ class BM25Retriever:
         self.config = config or BM25Config()
         self._ids: list[str] = []
         self._texts: list[str] = []
+        self._tokens: list[list[str]] = []
         self._model: Any = None
 
     def __len__(self) -> int:
@@ -51,19 +52,23 @@ class BM25Retriever:
         if len(ids) != len(texts):
             raise ValueError("ids and texts must have the same length")
         self._ids, self._texts = list(ids), list(texts)
+        self._tokens = self._tokenize(texts) if texts else []
         self._rebuild()
 
     def _rebuild(self) -> None:
         bm25s = require("bm25s")
         model = bm25s.BM25(k1=self.config.k1, b=self.config.b, method=self.config.method)
-        if self._texts:
-            tokens = bm25s.tokenize(self._texts, stopwords=self.config.stopwords, show_progress=False)
-            model.index(tokens, show_progress=False)
-        self._model = model
+        # bm25s cannot index a corpus without a single term (e.g. only stopwords): no lexical hits then.
+        if any(self._tokens):
+            model.index(self._tokens, show_progress=False)
+            self._model = model
+        else:
+            self._model = None
 
     def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
         self._ids += list(ids)
         self._texts += list(texts)
+        self._tokens += self._tokenize(texts) if texts else []
         self._rebuild()
 
     def remove(self, ids: Sequence[str]) -> None:
@@ -71,12 +76,13 @@ class BM25Retriever:
         keep = [i for i, t in enumerate(self._ids) if t not in gone]
         self._ids = [self._ids[i] for i in keep]
         self._texts = [self._texts[i] for i in keep]
+        self._tokens = [self._tokens[i] for i in keep]
         self._rebuild()
 
     def search(self, queries: Sequence[str], top_k: int) -> list[list[Hit]]:
         if not queries:
             return []
-        if not self._ids:
+        if not self._ids or self._model is None:
             return [[] for _ in queries]
         k = min(top_k, len(self._ids))
         toks = self._tokenize(queries)

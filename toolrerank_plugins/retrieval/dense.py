@@ -37,6 +37,12 @@ class DenseConfig(BaseModel):
     hnsw_ef_search: int = Field(128, ge=8)
     hnsw_ef_construction: int = Field(200, ge=8)
     faiss_threads: int | None = Field(None, ge=1, description="faiss OpenMP threads (None: faiss default)")
+    torch_threads: int | None = Field(
+        None,
+        ge=1,
+        description="torch intra-op threads, set (process-wide) when the encoder loads; None leaves torch's "
+        "default. 1 is much faster on an oversubscribed CPU (docs/benchmarks/first_stage.md)",
+    )
     show_progress_bar: bool | None = None
     query_prefix: str = ""
 
@@ -62,6 +68,7 @@ class DenseRetriever:
             batch_size=self.config.batch_size,
             max_length=self.config.max_length,
             show_progress_bar=self.config.show_progress_bar,
+            torch_threads=self.config.torch_threads,
         )
         self._ids: list[str] = []
         self._keys: list[str] = []

@@ -14,7 +14,10 @@ class HybridConfig(BaseModel):
 
     dense_weight: float = Field(1.0, ge=0)
     bm25_weight: float = Field(1.0, ge=0)
-    rrf_k: int = Field(60, ge=1, description="RRF constant: score = sum(w / (rrf_k + rank))")
+    # rrf_k=5 (not the usual 60) was chosen on ToolBench and Seal-Tools *train* queries: with 60 the fused
+    # scores are nearly flat over the top ranks, so the weaker retriever's mistakes rise above the stronger
+    # one's top hits (docs/benchmarks/first_stage.md, "Hybrid fusion").
+    rrf_k: int = Field(5, ge=1, description="RRF constant: score = sum(w / (rrf_k + rank))")
     candidates: int = Field(100, ge=1, description="how deep each ranking is fused")
 
 
