@@ -1,0 +1,330 @@
+"""The ``toolrerank`` stage: adaptive truncation -> cross-encoder -> hierarchy-aware reranking.
+
+Config (``StageSpec(type="toolrerank", params={...})``), see :class:`ToolRerankConfig`. Ablations of the
+paper map to settings:
+
+* Rerank-m: ``m_s = m_u = m`` and ``classification="none"``.
+* ToolRerank_none/single/multi/oracle: ``classification`` = ``none`` / ``single`` / ``multi`` / ``oracle``.
+* extended API list on/off: ``extended`` (and ``extend_seen`` to also extend seen tools).
+
+Without a trained cross-encoder (``model_path`` unset) the stage ranks the truncated list by first-stage
+scores mapped to [0, 1] (``fallback_scores``): ``relative`` divides by the query's best score (so
+``tau_s = 0.8`` means "within 80 % of the top hit"), ``raw`` clips the raw score into [0, 1] (dense
+cosine). The hierarchy algorithms then run on those scores unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from toolrerank_plugins.errors import ConfigError, PersistenceError
+from toolrerank_plugins.records import LabelledQuery, ScoredTool, ToolSpec
+from toolrerank_plugins.rerank.classifier import QueryType, QueryTypeClassifier, query_type
+from toolrerank_plugins.rerank.cross_encoder import Reranker
+from toolrerank_plugins.rerank.hierarchy import multi_tool_rerank, single_tool_rerank
+from toolrerank_plugins.rerank.truncation import adaptive_truncate
+from toolrerank_plugins.stages import StageType
+
+if TYPE_CHECKING:
+    from toolrerank_plugins.engine import Engine
+
+logger = logging.getLogger(__name__)
+
+STAGE_FORMAT_VERSION = 1
+
+Classification = Literal["auto", "classifier", "none", "single", "multi", "oracle"]
+
+
+class ToolRerankConfig(BaseModel):
+    """Knobs of the ``toolrerank`` stage (paper notation)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model_path: str | None = Field(None, description="reranker folder (`toolrerank train reranker`); None: no model")
+    classifier_path: str | None = Field(None, description="classifier folder (`toolrerank train classifier`)")
+    m_s: int = Field(10, ge=1, description="truncation depth for candidates of seen tools")
+    m_u: int = Field(30, ge=1, description="truncation depth for candidates of unseen tools")
+    tau_s: float = Field(0.8, ge=0.0, le=1.0, description="Algorithm 1: score above which a tool is preferred")
+    tau_m: float = Field(0.8, ge=-1.0, le=1.0, description="Algorithm 2: cosine above which results are linked")
+    n: int = Field(2, ge=1, description="Algorithm 2: results taken first from each connected component")
+    k: int = Field(5, ge=1, description="results handed to the LLM; the metric cut-off `toolrerank tune` optimises")
+    classification: Classification = Field(
+        "auto", description="auto: classifier if given else none; none = no hierarchy step (Rerank-m)"
+    )
+    extended: bool = Field(True, description="Algorithm 1: extend preferred unseen tools with all their APIs")
+    extend_seen: bool = Field(False, description="also extend preferred tools that were seen in training")
+    max_extended_apis: int = Field(64, ge=0, description="cap on APIs added per query by the extended list")
+    oracle_queries: str | None = Field(None, description="queries.jsonl giving gold query types (oracle mode)")
+    fallback_scores: Literal["relative", "raw"] = "relative"
+    similarity: Literal["embeddings", "tool_only"] = Field(
+        "embeddings", description="Algorithm 2 edges: same tool or cosine > tau_m, or same tool only"
+    )
+    device: str = "auto"
+    batch_size: int = Field(64, ge=1)
+    max_length: int | None = Field(None, ge=8, description="pair length; None: the length the model was trained with")
+
+    @model_validator(mode="after")
+    def _check(self) -> ToolRerankConfig:
+        if self.classification == "classifier" and not self.classifier_path:
+            raise ValueError(
+                "classification='classifier' needs classifier_path (train one: toolrerank train classifier)"
+            )
+        if self.classification == "oracle" and not self.oracle_queries:
+            raise ValueError("classification='oracle' needs oracle_queries (a queries.jsonl with relevant ids)")
+        return self
+
+
+class ToolRerankStage:
+    """ToolRerank as an engine stage.
+
+    Args:
+        config: the stage config.
+        engine: the engine it runs in (catalog, renderer, embedder).
+        reranker: the cross-encoder (or any :class:`Reranker`); ``None`` ranks by first-stage scores.
+        classifier: the query-type classifier for ``classification="auto"/"classifier"``.
+
+    Example:
+        >>> from toolrerank_plugins.engine import Engine, EngineConfig
+        >>> from toolrerank_plugins.testing import FakeCrossEncoder, tiny_catalog
+        >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+        >>> stage = ToolRerankStage(ToolRerankConfig(classification="single"), engine, reranker=FakeCrossEncoder())
+        >>> out = stage.run("weather forecast in a city", engine.retrieve(["weather forecast in a city"], 10)[0],
+        ...                 engine, {})
+        >>> out[0].tool.tool
+        'SkyCast'
+    """
+
+    name = "toolrerank"
+
+    def __init__(
+        self,
+        config: ToolRerankConfig,
+        engine: Engine,
+        *,
+        reranker: Reranker | None = None,
+        classifier: QueryTypeClassifier | None = None,
+    ) -> None:
+        self.config = config
+        self.reranker = reranker
+        self.classifier = classifier
+        self.oracle_types: dict[str, QueryType] = {}
+        self._tool_index: dict[str, list[str]] = {}
+        self._dense_rows: dict[str, int] = {}
+        self._emb_memo: dict[str, np.ndarray] = {}
+        if config.classification == "classifier" and classifier is None:
+            raise ConfigError("classification='classifier' but no classifier was loaded")
+        if config.classification == "oracle" and config.oracle_queries:
+            from toolrerank_plugins.loaders import load_queries
+
+            self.set_oracle(load_queries(config.oracle_queries), engine)
+
+    # -- engine hooks ----------------------------------------------------------------------------
+    def on_index(self, engine: Engine) -> None:
+        """Rebuild the tool -> APIs index (extended list) and the id -> embedding row map."""
+        self._tool_index = {key: [s.id for s in specs] for key, specs in engine.catalog.tools().items()}
+        self._dense_rows = {tid: i for i, tid in enumerate(engine.dense.ids)} if engine.dense is not None else {}
+        self._emb_memo.clear()
+
+    def set_oracle(self, queries: Iterable[LabelledQuery], engine: Engine) -> None:
+        """Gold query types (by query text) for ``classification="oracle"``."""
+        self.oracle_types.update({q.query: query_type(q, engine.catalog) for q in queries})
+
+    # -- pieces ----------------------------------------------------------------------------------
+    def seen_tools(self, engine: Engine) -> frozenset[str]:
+        """Tools seen in training: recorded with the reranker, plus any the catalog was told about."""
+        from_model = frozenset(getattr(self.reranker, "seen_tools", frozenset()) or ())
+        return from_model | engine.catalog.seen_tools
+
+    def _fallback(self, items: list[ScoredTool]) -> list[float]:
+        raw = np.array([max(float(c.score), 0.0) for c in items])
+        if self.config.fallback_scores == "raw":
+            return np.clip(raw, 0.0, 1.0).tolist()
+        top = raw.max() if len(raw) else 0.0
+        return (raw / top).tolist() if top > 0 else [0.0] * len(items)
+
+    def _score(self, query: str, items: list[ScoredTool], engine: Engine) -> list[float]:
+        if self.reranker is None:
+            return self._fallback(items)
+        scores = self.reranker.score(query, [engine.render(c.tool) for c in items], batch_size=self.config.batch_size)
+        if len(scores) != len(items):
+            raise ValueError(f"reranker returned {len(scores)} scores for {len(items)} texts")
+        return [float(s) for s in scores]
+
+    def classify(self, query: str) -> QueryType | None:
+        """The query type the stage will use (``None``: no hierarchy step)."""
+        mode = self.config.classification
+        if mode == "none":
+            return None
+        if mode in ("single", "multi"):
+            return mode  # type: ignore[return-value]
+        if mode == "oracle":
+            if query not in self.oracle_types:
+                raise ConfigError(f"oracle classification has no gold type for query {query[:80]!r}")
+            return self.oracle_types[query]
+        if self.classifier is None:  # auto without a classifier
+            return None
+        return self.classifier.predict([query])[0]
+
+    def _embeddings(self, items: list[ScoredTool], engine: Engine) -> np.ndarray:
+        if engine.dense is not None and all(c.id in self._dense_rows for c in items):
+            emb = engine.dense.embeddings
+            return np.asarray(emb[[self._dense_rows[c.id] for c in items]], dtype=np.float32)
+        missing = [c for c in items if c.id not in self._emb_memo]
+        if missing:
+            vecs = engine.embedder.encode([engine.render(c.tool) for c in missing])
+            for c, v in zip(missing, vecs):
+                self._emb_memo[c.id] = v
+        return np.stack([self._emb_memo[c.id] for c in items]).astype(np.float32)
+
+    def _extend(
+        self, query: str, tools: list[str], present: set[str], engine: Engine
+    ) -> list[tuple[ScoredTool, float]]:
+        budget = self.config.max_extended_apis
+        specs: list[ToolSpec] = []
+        for key in tools:
+            for tid in self._tool_index.get(key, ()):
+                if tid not in present and len(specs) < budget:
+                    spec = engine.catalog.get(tid)
+                    if spec is not None:
+                        specs.append(spec)
+        if not specs:
+            return []
+        items = [ScoredTool(s, 0.0, 0) for s in specs]
+        scores = self._score(query, items, engine) if self.reranker is not None else [0.0] * len(items)
+        return list(zip(items, scores))
+
+    # -- the stage -------------------------------------------------------------------------------
+    def run(self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]) -> list[ScoredTool]:
+        """Rerank one query's first-stage candidates (every candidate is kept)."""
+        if not candidates:
+            trace["truncated_to"] = 0
+            return []
+        if not self._tool_index:
+            self.on_index(engine)
+        cfg = self.config
+        seen = self.seen_tools(engine)
+        kept, rest = adaptive_truncate(candidates, lambda c: c.tool.tool_key in seen, cfg.m_s, cfg.m_u)
+        scores = self._score(query, kept, engine)
+        order = sorted(range(len(kept)), key=lambda i: -scores[i])  # stable: ties keep first-stage order
+        reranked = [kept[i] for i in order]
+        rscores = [scores[i] for i in order]
+        score_of = {c.id: s for c, s in zip(reranked, rscores)}
+        qtype = self.classify(query)
+        trace.update(
+            {
+                "scorer": "cross-encoder" if self.reranker is not None else f"first-stage ({cfg.fallback_scores})",
+                "truncated_to": len(kept),
+                "kept_seen": sum(c.tool.tool_key in seen for c in kept),
+                "query_type": qtype or "none",
+            }
+        )
+        final: list[ScoredTool]
+        if qtype == "single":
+            present = {c.id for c in reranked}
+            ext_scores: dict[str, float] = {}
+
+            def extend(tools: list[str]) -> list[tuple[ScoredTool, float]]:
+                pairs = self._extend(query, tools, present, engine)
+                ext_scores.update({c.id: s for c, s in pairs})
+                return pairs
+
+            res = single_tool_rerank(
+                reranked,
+                rscores,
+                cfg.tau_s,
+                extend=extend if cfg.extended else None,
+                should_extend=None if cfg.extend_seen else (lambda key: key not in seen),
+            )
+            trace.update({"preferred_tools": res.preferred_tools, "extended_tools": res.extended_tools})
+            if res.added_ids:
+                trace["added"] = res.added_ids
+                added = set(res.added_ids)
+                rest = [c for c in rest if c.id not in added]  # pulled forward, not duplicated
+                score_of.update(ext_scores)
+            final = res.ranking
+        elif qtype == "multi":
+            emb = self._embeddings(reranked, engine) if cfg.similarity == "embeddings" else None
+            mres = multi_tool_rerank(reranked, rscores, emb, cfg.tau_m, cfg.n)
+            trace.update({"components": len(mres.components), "selected": mres.selected})
+            final = mres.ranking
+        else:
+            final = reranked
+        out = [c.with_stage(self.name, score_of[c.id]) for c in final]
+        return out + rest
+
+    # -- persistence -----------------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        """Write the models (``reranker/``, ``classifier/``) and ``stage.json`` into ``path``."""
+        path = Path(path)
+        saver = getattr(self.reranker, "save", None)
+        has_model = False
+        if self.reranker is not None and saver is not None:
+            saver(path / "reranker")
+            has_model = True
+        elif self.reranker is not None:
+            logger.warning("reranker %r has no save(); the saved engine will load without it", self.reranker)
+        if self.classifier is not None:
+            self.classifier.save(path / "classifier")
+        meta = {
+            "format_version": STAGE_FORMAT_VERSION,
+            "has_reranker": has_model,
+            "has_classifier": self.classifier is not None,
+            "seen_tools_from_model": sorted(getattr(self.reranker, "seen_tools", ()) or ()),
+        }
+        (path / "stage.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+
+
+def _factory(cfg: ToolRerankConfig, engine: Engine, path: Path | None) -> ToolRerankStage:
+    from toolrerank_plugins.rerank.cross_encoder import load_reranker
+
+    model_dir: str | None = cfg.model_path
+    clf_dir: str | None = cfg.classifier_path
+    if path is not None:
+        meta_file = Path(path) / "stage.json"
+        if not meta_file.is_file():
+            raise PersistenceError(f"{path}: saved toolrerank stage has no stage.json; re-save the engine")
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        if int(meta.get("format_version", 0)) > STAGE_FORMAT_VERSION:
+            raise PersistenceError(f"{path}: toolrerank stage format is newer than this version; upgrade")
+        if meta.get("has_reranker"):
+            model_dir = str(Path(path) / "reranker")
+        if meta.get("has_classifier"):
+            clf_dir = str(Path(path) / "classifier")
+    reranker = (
+        load_reranker(model_dir, device=cfg.device, batch_size=cfg.batch_size, max_length=cfg.max_length)
+        if model_dir
+        else None
+    )
+    classifier = QueryTypeClassifier.load(clf_dir, engine.embedder) if clf_dir else None
+    return ToolRerankStage(cfg, engine, reranker=reranker, classifier=classifier)
+
+
+STAGE_TYPE = StageType(config_model=ToolRerankConfig, factory=_factory)
+
+
+def register_pipelines() -> None:
+    """Presets for ``toolrerank eval --pipeline``: training-free hierarchy reranking over each first stage."""
+    from toolrerank_plugins.engine import EngineConfig
+    from toolrerank_plugins.pipelines import known_pipelines, register_pipeline
+    from toolrerank_plugins.stages import StageSpec
+
+    for retriever in ("bm25", "dense", "hybrid"):
+        name = f"{retriever}-hierarchy"
+        if name in known_pipelines():
+            continue
+
+        def make(r: str = retriever) -> EngineConfig:
+            return EngineConfig(
+                retriever=r,  # type: ignore[arg-type]
+                candidate_k=50,
+                stages=[StageSpec(type="toolrerank", params={"classification": "single", "m_s": 30, "m_u": 30})],
+            )
+
+        register_pipeline(name, make)
