@@ -121,8 +121,10 @@ class SentenceTransformerEmbedder:
 
     @property
     def dimension(self) -> int:
-        dim = self.model.get_sentence_embedding_dimension()
-        return int(dim)
+        model = self.model
+        # sentence-transformers >= 6 renamed the method; older releases only have the long name.
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())
 
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, show_progress_bar: bool | None = None
