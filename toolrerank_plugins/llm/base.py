@@ -8,7 +8,7 @@ frameworks' models into it; tests use :class:`toolrerank_plugins.testing.Scripte
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, TypedDict, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from toolrerank_plugins.errors import ToolRerankError
 
@@ -35,6 +35,23 @@ def as_messages(prompt: str | Sequence[Message]) -> list[Message]:
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
     return [{"role": m["role"], "content": m["content"]} for m in prompt]
+
+
+def sampling_options(temperature: float | None, max_tokens: int | None, stop: Sequence[str] | None) -> dict[str, Any]:
+    """The sampling controls that were set, as keyword arguments for a framework's model call.
+
+    Example:
+        >>> sampling_options(0.0, None, ["\\n"])
+        {'temperature': 0.0, 'stop': ['\\n']}
+    """
+    kwargs: dict[str, Any] = {}
+    if temperature is not None:
+        kwargs["temperature"] = temperature
+    if max_tokens is not None:
+        kwargs["max_tokens"] = max_tokens
+    if stop is not None:
+        kwargs["stop"] = list(stop)
+    return kwargs
 
 
 @runtime_checkable

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -13,34 +11,15 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.interop import (
+    CATEGORY,
+    NAME,
+    TOOL,
+    TOOL_ID,
+    result_metadata,
+)
 from toolrerank_plugins.llm.base import Message
 from toolrerank_plugins.records import ScoredTool, ToolSpec, stable_id, thaw
-
-#: Metadata keys every adapter writes (on a copy of the input's metadata).
-TOOL_ID, NAME, TOOL, CATEGORY, SCORE, RANK, STAGE_SCORES = (
-    "tool_id",
-    "name",
-    "tool",
-    "category",
-    "score",
-    "rank",
-    "stage_scores",
-)
-
-_FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-def result_metadata(st: ScoredTool) -> dict[str, Any]:
-    """The fixed metadata keys for one ranked tool."""
-    return {
-        TOOL_ID: st.tool.id,
-        NAME: st.tool.name,
-        TOOL: st.tool.tool,
-        CATEGORY: st.tool.category,
-        SCORE: st.score,
-        RANK: st.rank,
-        STAGE_SCORES: dict(st.stage_scores),
-    }
 
 
 def scored_to_document(st: ScoredTool, render: Callable[[ToolSpec], str]) -> Document:
@@ -89,27 +68,6 @@ def tool_to_spec(tool: BaseTool) -> ToolSpec:
         parameters=fn.get("parameters") or {"type": "object", "properties": {}},
         metadata={"format": "langchain"},
     )
-
-
-def function_names(specs: Iterable[ToolSpec]) -> dict[str, str]:
-    """Tool-calling names for specs, by id: the API name when it is a valid function name and unique,
-    else the id with invalid characters replaced (plus a short sha256 when that is too long or taken)."""
-    specs = list(specs)
-    counts: dict[str, int] = {}
-    for s in specs:
-        counts[s.name] = counts.get(s.name, 0) + 1
-    out: dict[str, str] = {}
-    taken: set[str] = set()
-    for s in specs:
-        name = s.name
-        if not (_FUNCTION_NAME.match(name) and counts[name] == 1):
-            name = re.sub(r"[^A-Za-z0-9_-]+", "_", s.id).strip("_") or "tool"
-            if len(name) > 64 or name in taken or name in counts:
-                digest = hashlib.sha256(s.id.encode("utf-8")).hexdigest()[:8]
-                name = f"{name[:55]}_{digest}"
-        taken.add(name)
-        out[s.id] = name
-    return out
 
 
 def spec_to_tool(spec: ToolSpec, func: Callable[..., Any], name: str) -> BaseTool:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
 from langchain_toolrerank._convert import message_text, to_chat_messages
-from toolrerank_plugins.llm.base import LLMError, LLMTimeoutError, Message
+from toolrerank_plugins.llm.base import LLMError, LLMTimeoutError, Message, sampling_options
 
 
 class ChatModelLLM:
@@ -34,17 +33,6 @@ class ChatModelLLM:
         self.model = model
         self.usage: dict[str, int] = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
 
-    @staticmethod
-    def _kwargs(temperature: float | None, max_tokens: int | None, stop: Sequence[str] | None) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
-        if temperature is not None:
-            kwargs["temperature"] = temperature
-        if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
-        if stop is not None:
-            kwargs["stop"] = list(stop)
-        return kwargs
-
     def _record(self, reply: BaseMessage) -> str:
         self.usage["llm_calls"] += 1
         meta = getattr(reply, "usage_metadata", None) or {}
@@ -62,7 +50,7 @@ class ChatModelLLM:
     ) -> str:
         messages = to_chat_messages(prompt)
         try:
-            reply = self.model.invoke(messages, **self._kwargs(temperature, max_tokens, stop))
+            reply = self.model.invoke(messages, **sampling_options(temperature, max_tokens, stop))
         except (TimeoutError, asyncio.TimeoutError) as exc:
             raise LLMTimeoutError(f"chat model {type(self.model).__name__} timed out: {exc}") from exc
         except Exception as exc:  # any provider error: name the model so the stage's error says who failed
@@ -79,7 +67,7 @@ class ChatModelLLM:
     ) -> str:
         messages = to_chat_messages(prompt)
         try:
-            reply = await self.model.ainvoke(messages, **self._kwargs(temperature, max_tokens, stop))
+            reply = await self.model.ainvoke(messages, **sampling_options(temperature, max_tokens, stop))
         except (TimeoutError, asyncio.TimeoutError) as exc:
             raise LLMTimeoutError(f"chat model {type(self.model).__name__} timed out: {exc}") from exc
         except Exception as exc:

@@ -9,10 +9,11 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, StructuredTool
 
-from langchain_toolrerank._convert import function_names, spec_to_tool, tool_to_spec
+from langchain_toolrerank._convert import spec_to_tool, tool_to_spec
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.interop import function_names
 from toolrerank_plugins.records import ScoredTool
 
 

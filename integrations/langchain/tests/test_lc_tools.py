@@ -6,10 +6,11 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 from langchain_toolrerank import ToolSelector
-from langchain_toolrerank._convert import function_names, tool_to_spec
+from langchain_toolrerank._convert import tool_to_spec
 from langchain_toolrerank.testing import ScriptedToolCallingModel, fake_implementation, fake_result
 
 from toolrerank_plugins.engine import EngineConfig
+from toolrerank_plugins.interop import function_names
 from toolrerank_plugins.records import ToolSpec
 from toolrerank_plugins.testing import FakeEmbedder
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
@@ -12,34 +10,21 @@ from llama_index.core.schema import BaseNode, NodeWithScore, TextNode
 from llama_index.core.tools import BaseTool, FunctionTool
 
 from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.interop import (
+    CATEGORY,
+    NAME,
+    RANK,
+    SCORE,
+    STAGE_SCORES,
+    TOOL,
+    TOOL_ID,
+    result_metadata,
+)
 from toolrerank_plugins.llm.base import Message
 from toolrerank_plugins.records import ScoredTool, ToolSpec
 
-#: Metadata keys every adapter writes (on a copy of the input's metadata).
-TOOL_ID, NAME, TOOL, CATEGORY, SCORE, RANK, STAGE_SCORES = (
-    "tool_id",
-    "name",
-    "tool",
-    "category",
-    "score",
-    "rank",
-    "stage_scores",
-)
 # Ranking bookkeeping stays out of the text LLMs and embedders see.
 _HIDDEN = [SCORE, RANK, STAGE_SCORES]
-_FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-def result_metadata(st: ScoredTool) -> dict[str, Any]:
-    return {
-        TOOL_ID: st.tool.id,
-        NAME: st.tool.name,
-        TOOL: st.tool.tool,
-        CATEGORY: st.tool.category,
-        SCORE: st.score,
-        RANK: st.rank,
-        STAGE_SCORES: dict(st.stage_scores),
-    }
 
 
 def scored_to_node(st: ScoredTool, render: Callable[[ToolSpec], str]) -> NodeWithScore:
@@ -98,27 +83,6 @@ def tool_to_spec(tool: BaseTool) -> ToolSpec:
         parameters=meta.get_parameters_dict(),
         metadata={"format": "llama_index"},
     )
-
-
-def function_names(specs: Iterable[ToolSpec]) -> dict[str, str]:
-    """Tool-calling names by id: the API name when valid and unique, else the sanitized id (plus a short
-    sha256 when too long or taken)."""
-    specs = list(specs)
-    counts: dict[str, int] = {}
-    for s in specs:
-        counts[s.name] = counts.get(s.name, 0) + 1
-    out: dict[str, str] = {}
-    taken: set[str] = set()
-    for s in specs:
-        name = s.name
-        if not (_FUNCTION_NAME.match(name) and counts[name] == 1):
-            name = re.sub(r"[^A-Za-z0-9_-]+", "_", s.id).strip("_") or "tool"
-            if len(name) > 64 or name in taken or name in counts:
-                digest = hashlib.sha256(s.id.encode("utf-8")).hexdigest()[:8]
-                name = f"{name[:55]}_{digest}"
-        taken.add(name)
-        out[s.id] = name
-    return out
 
 
 def spec_to_tool(spec: ToolSpec, func: Callable[..., Any], name: str) -> BaseTool:

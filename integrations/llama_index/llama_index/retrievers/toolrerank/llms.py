@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 from llama_index.core.base.llms.types import ChatResponse
 from llama_index.core.llms import LLM as LlamaLLM
 from llama_index.retrievers.toolrerank._convert import response_text, to_chat_messages
 
-from toolrerank_plugins.llm.base import LLMError, LLMTimeoutError, Message
+from toolrerank_plugins.llm.base import LLMError, LLMTimeoutError, Message, sampling_options
 
 
 class LlamaIndexLLM:
@@ -28,17 +27,6 @@ class LlamaIndexLLM:
     def __init__(self, llm: LlamaLLM) -> None:
         self.llm = llm
         self.usage: dict[str, int] = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
-
-    @staticmethod
-    def _kwargs(temperature: float | None, max_tokens: int | None, stop: Sequence[str] | None) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
-        if temperature is not None:
-            kwargs["temperature"] = temperature
-        if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
-        if stop is not None:
-            kwargs["stop"] = list(stop)
-        return kwargs
 
     def _record(self, response: ChatResponse) -> str:
         self.usage["llm_calls"] += 1
@@ -59,7 +47,7 @@ class LlamaIndexLLM:
     ) -> str:
         messages = to_chat_messages(prompt)
         try:
-            response = self.llm.chat(messages, **self._kwargs(temperature, max_tokens, stop))
+            response = self.llm.chat(messages, **sampling_options(temperature, max_tokens, stop))
         except (TimeoutError, asyncio.TimeoutError) as exc:
             raise LLMTimeoutError(f"LLM {type(self.llm).__name__} timed out: {exc}") from exc
         except Exception as exc:  # any provider error: name the LLM so the stage's error says who failed
@@ -76,7 +64,7 @@ class LlamaIndexLLM:
     ) -> str:
         messages = to_chat_messages(prompt)
         try:
-            response = await self.llm.achat(messages, **self._kwargs(temperature, max_tokens, stop))
+            response = await self.llm.achat(messages, **sampling_options(temperature, max_tokens, stop))
         except (TimeoutError, asyncio.TimeoutError) as exc:
             raise LLMTimeoutError(f"LLM {type(self.llm).__name__} timed out: {exc}") from exc
         except Exception as exc:

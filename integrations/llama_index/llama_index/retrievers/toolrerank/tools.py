@@ -9,12 +9,13 @@ from llama_index.core.objects.base import ObjectRetriever
 from llama_index.core.objects.base_node_mapping import BaseObjectNodeMapping
 from llama_index.core.schema import BaseNode, QueryBundle, QueryType, TextNode
 from llama_index.core.tools import BaseTool
-from llama_index.retrievers.toolrerank._convert import TOOL_ID, function_names, spec_to_tool, tool_to_spec
+from llama_index.retrievers.toolrerank._convert import spec_to_tool, tool_to_spec
 from llama_index.retrievers.toolrerank.base import ToolRerankRetriever
 
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.interop import TOOL_ID, function_names
 
 
 class _ToolIdMapping(BaseObjectNodeMapping[BaseTool]):

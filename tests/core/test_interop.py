@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from toolrerank_plugins.interop import function_names, result_metadata
+from toolrerank_plugins.llm.base import sampling_options
+from toolrerank_plugins.records import ScoredTool, ToolSpec
+
+
+def test_function_names_are_valid_unique_and_stable() -> None:
+    specs = [
+        ToolSpec("A/x", "get"),
+        ToolSpec("B/y", "get"),
+        ToolSpec("C/z", "ok"),
+        ToolSpec("D/" + "w" * 80, "bad name"),
+    ]
+    names = function_names(specs)
+    assert names["C/z"] == "ok"
+    assert names["A/x"] == "A_x" and names["B/y"] == "B_y"  # duplicate API names fall back to the id
+    long = names["D/" + "w" * 80]
+    assert len(long) <= 64 and long.startswith("D_www")
+    assert len(set(names.values())) == len(specs)
+    assert function_names(specs) == names
+
+
+def test_result_metadata_has_the_fixed_keys() -> None:
+    st = ScoredTool(ToolSpec("a/b", "b", tool="a", category="c"), 0.5, 2, {"bm25": 1.0})
+    assert result_metadata(st) == {
+        "tool_id": "a/b",
+        "name": "b",
+        "tool": "a",
+        "category": "c",
+        "score": 0.5,
+        "rank": 2,
+        "stage_scores": {"bm25": 1.0},
+    }
+
+
+def test_sampling_options_keep_only_what_was_set() -> None:
+    assert sampling_options(None, None, None) == {}
+    assert sampling_options(0.2, 64, ("END",)) == {"temperature": 0.2, "max_tokens": 64, "stop": ["END"]}
+    assert sampling_options(None, None, []) == {"stop": []}
