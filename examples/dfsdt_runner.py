@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 
 from langchain_toolrerank import DFSDTRunner, ToolSelector
-from langchain_toolrerank._convert import function_names
 from langchain_toolrerank.testing import ScriptedToolCallingModel, demo_catalog, fake_implementation
 
 from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.interop import function_names
 
 
 def main() -> None:

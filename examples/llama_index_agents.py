@@ -13,7 +13,6 @@ import asyncio
 
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
 from llama_index.retrievers.toolrerank import ToolRerankToolRetriever
-from llama_index.retrievers.toolrerank._convert import function_names
 from llama_index.retrievers.toolrerank.testing import (
     ToolPlan,
     demo_catalog,
@@ -23,6 +22,7 @@ from llama_index.retrievers.toolrerank.testing import (
 )
 
 from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.interop import function_names
 from toolrerank_plugins.loaders import load_queries
 from toolrerank_plugins.testing import default_catalog_path
 
