@@ -15,6 +15,9 @@ _EXPORTS = {
     "default_catalog_path": "toolrerank_plugins.testing.catalogs",
     "FakeCrossEncoder": "toolrerank_plugins.testing.rerankers",
     "ScriptedLLM": "toolrerank_plugins.testing.llm",
+    "demo_catalog": "toolrerank_plugins.testing.tools",
+    "fake_implementation": "toolrerank_plugins.testing.tools",
+    "fake_result": "toolrerank_plugins.testing.tools",
 }
 
 __all__ = sorted(_EXPORTS)
