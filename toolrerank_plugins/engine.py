@@ -65,6 +65,22 @@ class SearchResult:
         }
 
 
+def _checked_queries(queries: Sequence[str], top_k: int) -> list[str]:
+    if top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
+    out = list(queries)
+    for q in out:
+        if not isinstance(q, str):
+            raise TypeError(f"queries must be strings, got {type(q).__name__}")
+    return out
+
+
+def _finish(res: SearchResult, top_k: int) -> SearchResult:
+    res.results = res.results[:top_k]
+    res.timings_ms["total"] = sum(res.timings_ms.values())
+    return res
+
+
 class Engine:
     """Search a tool catalog: ``search(query, top_k)``, ``search_batch``, and async twins.
 
@@ -200,12 +216,7 @@ class Engine:
 
     def search_batch_detailed(self, queries: Sequence[str], top_k: int = 5) -> list[SearchResult]:
         """Rankings with per-stage traces and timings (first-stage encoding is batched)."""
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
-        queries = list(queries)
-        for q in queries:
-            if not isinstance(q, str):
-                raise TypeError(f"queries must be strings, got {type(q).__name__}")
+        queries = _checked_queries(queries, top_k)
         if not queries:
             return []
         depth = max(top_k, self.config.candidate_k) if self.stages else top_k
@@ -214,17 +225,8 @@ class Engine:
         first_ms = (time.perf_counter() - t0) * 1000 / len(queries)
         results = []
         for q, hits in zip(queries, first):
-            cands = self._to_scored(hits, self.config.retriever)
-            res = SearchResult(q, cands, timings_ms={"first_stage": first_ms})
-            for stage in self.stages:
-                t = time.perf_counter()
-                trace: dict[str, Any] = {}
-                res.results = rerank(stage.run(q, res.results, self, trace))
-                res.trace[stage.name] = trace
-                res.timings_ms[stage.name] = (time.perf_counter() - t) * 1000
-            res.results = res.results[:top_k]
-            res.timings_ms["total"] = sum(res.timings_ms.values())
-            results.append(res)
+            res = SearchResult(q, self._to_scored(hits, self.config.retriever), timings_ms={"first_stage": first_ms})
+            results.append(_finish(self._run_stages(res), top_k))
         return results
 
     async def asearch(self, query: str, top_k: int = 5) -> list[ScoredTool]:
@@ -241,9 +243,7 @@ class Engine:
         """Async twin: stages with an ``arun`` (LLM stages) run natively async, CPU work in a thread."""
         if not any(hasattr(s, "arun") for s in self.stages):
             return await asyncio.to_thread(self.search_batch_detailed, queries, top_k)
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
-        queries = list(queries)
+        queries = _checked_queries(queries, top_k)
         if not queries:
             return []
         depth = max(top_k, self.config.candidate_k)
@@ -253,22 +253,34 @@ class Engine:
 
         async def one(q: str, hits: Any) -> SearchResult:
             res = SearchResult(q, self._to_scored(hits, self.config.retriever), timings_ms={"first_stage": first_ms})
-            for stage in self.stages:
-                t = time.perf_counter()
-                trace: dict[str, Any] = {}
-                arun = getattr(stage, "arun", None)
-                if arun is not None:
-                    out = await arun(q, res.results, self, trace)
-                else:
-                    out = await asyncio.to_thread(stage.run, q, res.results, self, trace)
-                res.results = rerank(out)
-                res.trace[stage.name] = trace
-                res.timings_ms[stage.name] = (time.perf_counter() - t) * 1000
-            res.results = res.results[:top_k]
-            res.timings_ms["total"] = sum(res.timings_ms.values())
-            return res
+            return _finish(await self._arun_stages(res), top_k)
 
         return list(await asyncio.gather(*(one(q, h) for q, h in zip(queries, first))))
+
+    def _run_stages(self, res: SearchResult) -> SearchResult:
+        """Each stage in turn over ``res.results``, recording its trace and time in ``res``."""
+        for stage in self.stages:
+            t = time.perf_counter()
+            trace: dict[str, Any] = {}
+            res.results = rerank(stage.run(res.query, res.results, self, trace))
+            res.trace[stage.name] = trace
+            res.timings_ms[stage.name] = (time.perf_counter() - t) * 1000
+        return res
+
+    async def _arun_stages(self, res: SearchResult) -> SearchResult:
+        """Async twin of :meth:`_run_stages`: ``arun`` stages are awaited, the others run in a thread."""
+        for stage in self.stages:
+            t = time.perf_counter()
+            trace: dict[str, Any] = {}
+            arun = getattr(stage, "arun", None)
+            if arun is not None:
+                out = await arun(res.query, res.results, self, trace)
+            else:
+                out = await asyncio.to_thread(stage.run, res.query, res.results, self, trace)
+            res.results = rerank(out)
+            res.trace[stage.name] = trace
+            res.timings_ms[stage.name] = (time.perf_counter() - t) * 1000
+        return res
 
     # -- reranking candidates from elsewhere ------------------------------------------------------
     def rerank(
@@ -288,10 +300,8 @@ class Engine:
             >>> [(r.tool.name, r.rank) for r in engine.rerank("send mail", specs, top_k=1)]
             [('send_email', 1)]
         """
-        results = self._rerank_inputs(query, candidates, top_k)
-        for stage in self.stages:
-            results = rerank(stage.run(query, results, self, {}))
-        return results if top_k is None else results[:top_k]
+        res = self._run_stages(SearchResult(query, self._rerank_inputs(query, candidates, top_k)))
+        return res.results if top_k is None else res.results[:top_k]
 
     async def arerank(
         self, query: str, candidates: Sequence[ToolSpec | ScoredTool], top_k: int | None = None
@@ -299,15 +309,8 @@ class Engine:
         """Async twin of :meth:`rerank` (same results): ``arun`` stages run natively, others in a thread."""
         if not any(hasattr(s, "arun") for s in self.stages):
             return await asyncio.to_thread(self.rerank, query, candidates, top_k)
-        results = self._rerank_inputs(query, candidates, top_k)
-        for stage in self.stages:
-            arun = getattr(stage, "arun", None)
-            if arun is not None:
-                out = await arun(query, results, self, {})
-            else:
-                out = await asyncio.to_thread(stage.run, query, results, self, {})
-            results = rerank(out)
-        return results if top_k is None else results[:top_k]
+        res = await self._arun_stages(SearchResult(query, self._rerank_inputs(query, candidates, top_k)))
+        return res.results if top_k is None else res.results[:top_k]
 
     @staticmethod
     def _rerank_inputs(query: str, candidates: Sequence[ToolSpec | ScoredTool], top_k: int | None) -> list[ScoredTool]:

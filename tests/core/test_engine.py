@@ -164,3 +164,32 @@ def test_bm25_over_a_catalog_of_stopwords_only_has_no_hits() -> None:
     r = BM25Retriever()
     r.index(["a"], ["the of and"])
     assert r.search(["the weather"], 3) == [[]]
+
+
+class _AsyncReverse(_Reverse):
+    name = "areverse"
+
+    async def arun(self, query, candidates, engine, trace):  # type: ignore[no-untyped-def]
+        return self.run(query, candidates, engine, trace)
+
+
+def test_async_path_with_an_arun_stage_matches_the_sync_path() -> None:
+    from pydantic import BaseModel
+
+    class Cfg(BaseModel):
+        pass
+
+    register_stage_type("test_areverse", StageType(Cfg, lambda cfg, engine, path: _AsyncReverse()), replace=True)
+    cfg = EngineConfig(retriever="bm25", candidate_k=5, stages=[StageSpec(type="test_areverse")])
+    engine = Engine.build(tiny_catalog(), cfg)
+    queries = ["weather in the city", "send an email"]
+    sync = engine.search_batch_detailed(queries, 3)
+    asy = asyncio.run(engine.asearch_batch_detailed(queries, 3))
+    assert [[r.id for r in s.results] for s in sync] == [[r.id for r in a.results] for a in asy]
+    assert [s.trace for s in sync] == [a.trace for a in asy]
+    specs = [engine.catalog["Mail/PostBox/send_email"], engine.catalog["Weather/SkyCast/forecast"]]
+    assert [r.id for r in engine.rerank("q", specs)] == [r.id for r in asyncio.run(engine.arerank("q", specs))]
+    with pytest.raises(TypeError, match="queries must be strings"):
+        asyncio.run(engine.asearch_batch([None], 3))  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="top_k must be >= 1"):
+        asyncio.run(engine.asearch("x", top_k=0))
