@@ -193,3 +193,20 @@ def test_async_path_with_an_arun_stage_matches_the_sync_path() -> None:
         asyncio.run(engine.asearch_batch([None], 3))  # type: ignore[list-item]
     with pytest.raises(ValueError, match="top_k must be >= 1"):
         asyncio.run(engine.asearch("x", top_k=0))
+
+
+def test_build_reuses_an_embedding_cache_and_encodes_only_misses() -> None:
+    first = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+    assert first.dense is not None
+    cache = first.dense.embedding_cache()
+    cat = tiny_catalog()
+    cat.update([ToolSpec(id="Maps/GeoFind/geocode", name="geocode", description="changed text", tool="GeoFind")])
+    emb = FakeEmbedder()
+    second = Engine.build(cat, EngineConfig(retriever="dense"), embedder=emb, embedding_cache=cache)
+    assert emb.texts_encoded == 1  # only the changed API
+    q = "weather forecast for the coming days"
+    assert [r.id for r in second.search(q, 5)] == [r.id for r in first.search(q, 5)]
+    emb_all = FakeEmbedder()
+    third = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=emb_all, embedding_cache=cache)
+    assert emb_all.texts_encoded == 0 and third.dense is not None
+    assert (third.dense.embeddings == first.dense.embeddings).all()

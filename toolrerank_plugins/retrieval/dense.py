@@ -97,24 +97,19 @@ class DenseRetriever:
         if len(ids) != len(texts):
             raise ValueError("ids and texts must have the same length")
         keys = [text_key(t) for t in texts]
-        emb = None
-        todo = list(range(len(texts)))
-        if cache:
-            todo = [i for i, k in enumerate(keys) if k not in cache]
-        if todo:
-            new = self._encode([texts[i] for i in todo])
+        cache = cache or {}
+        todo = [i for i, k in enumerate(keys) if k not in cache]
+        new = self._encode([texts[i] for i in todo]) if todo else None
+        if new is not None:
             dim = new.shape[1]
         else:
-            new = np.zeros((0, 0), dtype=np.float32)
             dim = next(iter(cache.values())).shape[0] if cache else self.embedder.dimension
         emb = np.zeros((len(texts), dim), dtype=np.float32)
-        if todo:
+        for i, k in enumerate(keys):
+            if k in cache:
+                emb[i] = cache[k]
+        if new is not None:
             emb[todo] = new
-        if cache and len(todo) < len(texts):
-            done = set(todo)
-            for i, k in enumerate(keys):
-                if i not in done:
-                    emb[i] = cache[k]
         self._ids, self._keys, self._emb = list(ids), keys, emb
         self._rebuild_index()
 
