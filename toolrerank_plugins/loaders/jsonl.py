@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.catalog import Catalog, validate_spec
 from toolrerank_plugins.errors import CatalogError
 from toolrerank_plugins.records import Edge, LabelledQuery, ToolSpec
 
@@ -58,8 +58,6 @@ def load_tools_jsonl(path: str | Path) -> list[ToolSpec]:
     path = Path(path)
     specs: list[ToolSpec] = []
     seen: dict[str, int] = {}
-    from toolrerank_plugins.catalog import validate_spec
-
     for lineno, obj in _iter_json_lines(path):
         where = f"{path}:{lineno}"
         spec = spec_from_dict(obj, where)
@@ -106,19 +104,20 @@ def load_catalog(path: str | Path, *, with_edges: bool = True) -> Catalog:
         True
     """
     path = Path(path)
+    edges_file: Path | None = None  # a single JSONL file is just the tools
     if path.is_dir():
         tools_file = path / "tools.jsonl"
         if not tools_file.exists():
             raise CatalogError(f"{path}: directory has no tools.jsonl")
         edges_file = path / "edges.jsonl"
     elif path.exists():
-        tools_file, edges_file = path, path.with_name("edges.jsonl")
+        tools_file = path
     else:
         raise CatalogError(f"{path}: no such catalog file or directory")
     specs = load_tools_jsonl(tools_file)
     if not specs:
         raise CatalogError(f"{tools_file}: the catalog is empty (no API records)")
-    edges = load_edges(edges_file) if with_edges and edges_file.exists() and path.is_dir() else []
+    edges = load_edges(edges_file) if with_edges and edges_file is not None and edges_file.exists() else []
     return Catalog(specs, edges=edges, source=str(tools_file))
 
 
