@@ -203,12 +203,13 @@ def evaluate(
             engine.search_batch([q.query for q in usable[i : i + batch_size]], top_k)
         batch_qps = len(usable) / (time.perf_counter() - t)
     n = max(len(usable), 1)
+    stage_pct = {k: _pct(v) for k, v in stage_lat.items()}
     return EvalReport(
         ks=list(ks),
         overall=_mean(all_rows),
         groups={g: _mean(r) for g, r in rows_by_group.items()},
         latency_ms=_pct(latencies),
-        stage_latency_ms={k: {"p50": _pct(v)["p50"], "p95": _pct(v)["p95"]} for k, v in stage_lat.items()},
+        stage_latency_ms={k: {"p50": p["p50"], "p95": p["p95"]} for k, p in stage_pct.items()},
         throughput_qps={
             "sequential": len(usable) / seq_seconds if seq_seconds > 0 else 0.0,
             "batch": batch_qps,
