@@ -1,6 +1,6 @@
 """Re-check the hybrid RRF constant on ToolBench dev with a saved hybrid engine (old default 60 vs current).
 
-    python benchmarks/hybrid_rrf_check.py --engine /work/runs/engines/toolbench-hybrid --data ../shared/data
+python benchmarks/hybrid_rrf_check.py --engine /work/runs/engines/toolbench-hybrid --data ../shared/data
 """
 
 from __future__ import annotations

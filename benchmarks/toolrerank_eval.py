@@ -68,6 +68,14 @@ def main() -> None:
     ap.add_argument("--params", default=None, help="best.json from `toolrerank tune` / an earlier run")
     ap.add_argument("--depth", type=int, default=50, help="first-stage depth (m values above it are skipped)")
     ap.add_argument("--no-ablations", action="store_true")
+    ap.add_argument("--rrf-k", type=int, default=None, help="override a loaded engine's hybrid RRF constant")
+    ap.add_argument(
+        "--first-stage-weights",
+        type=float,
+        nargs="*",
+        default=None,
+        help="tune/ablate ToolRerankConfig.first_stage_weight over these values (not in the paper; default: 0 only)",
+    )
     ap.add_argument("--score-cache", default=None, help="JSON file of cross-encoder scores to reuse/extend")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -83,6 +91,10 @@ def main() -> None:
     engines: dict[str, Engine] = {}
     if args.engine:
         base = Engine.load(args.engine)
+        if args.rrf_k is not None:
+            base.config = base.config.model_copy(
+                update={"hybrid": base.config.hybrid.model_copy(update={"rrf_k": args.rrf_k})}
+            )
         catalog = base.catalog
         for kind in args.first_stages:
             if kind == base.config.retriever:
@@ -159,7 +171,10 @@ def main() -> None:
     elif args.tune:
         t = time.perf_counter()
         stage.config = stage.config.model_copy(update={"classification": cls_mode})
-        tuned = tune(stage, eng, prep, {**PAPER_GRID, "m_s": ms, "m_u": ms})
+        grid = {**PAPER_GRID, "m_s": ms, "m_u": ms}
+        if args.first_stage_weights:
+            grid["first_stage_weight"] = args.first_stage_weights
+        tuned = tune(stage, eng, prep, grid)
         best = tuned["params"]
         result["tuning"] = {k: v for k, v in tuned.items()} | {"seconds": time.perf_counter() - t}
     else:
@@ -168,6 +183,12 @@ def main() -> None:
     print("params", best)
     runs["ToolRerank"] = evaluate({**best, "classification": cls_mode})
     print("ToolRerank", json.dumps(runs["ToolRerank"]["macro"]))
+    w_best = best.get("first_stage_weight", 0.0)
+    if reranker is not None and w_best > 0:  # the fair baseline for a fused ToolRerank: fused Rerank-m
+        for m in ms:
+            name = f"Rerank-{m} fused w={w_best}"
+            runs[name] = evaluate({"m_s": m, "m_u": m, "classification": "none", "first_stage_weight": w_best})
+            print(name, json.dumps(runs[name]["macro"]))
     ab: dict[str, Any] = {}
     pairs = [(10, 50), (10, 30), (30, 50), (10, 10), (30, 30), (50, 50), (50, 10), (30, 10), (50, 30)]
     for m_s, m_u in [] if args.no_ablations else [p for p in pairs if max(p) <= args.depth]:
@@ -178,6 +199,8 @@ def main() -> None:
         ab["extended=off"] = evaluate({**best, "classification": cls_mode, "extended": False})
         ab["extended=seen+unseen"] = evaluate({**best, "classification": cls_mode, "extend_seen": True})
         ab["similarity=tool_only"] = evaluate({**best, "classification": cls_mode, "similarity": "tool_only"})
+        for w in args.first_stage_weights or []:
+            ab[f"first_stage_weight={w}"] = evaluate({**best, "classification": cls_mode, "first_stage_weight": w})
     result["runs"] = runs
     result["ablations"] = ab
     if reranker is not None:

@@ -5,7 +5,10 @@ For each dev query, interleaved in the same run and with nothing cached between 
 * ``toolrerank``: ``engine.search_detailed(query, 5)`` (first stage + truncation + cross-encoder +
   classifier + hierarchy step);
 * ``direct``: the same first stage, the same truncated candidates, scored with
-  ``sentence_transformers.CrossEncoder.predict`` directly and sorted.
+  ``sentence_transformers.CrossEncoder.predict`` directly and sorted;
+* ``direct_same_pairs``: as ``direct`` but also scoring the APIs the stage's extended list added for that
+  query (so both paths run the cross-encoder over exactly the same pairs; the ratio then isolates the
+  stage's own overhead: classifier, hierarchy step, bookkeeping).
 
 Usage: see docs/benchmarks/toolrerank.md.
 """
@@ -33,6 +36,7 @@ def main() -> None:
     ap.add_argument("--data", default=str(DEFAULT_DATA))
     ap.add_argument("--engine", default=None, help="saved ToolBench engine (else BM25 is built in memory)")
     ap.add_argument("--retriever", default="bm25")
+    ap.add_argument("--rrf-k", type=int, default=None, help="override a loaded engine's hybrid RRF constant")
     ap.add_argument("--model", required=True)
     ap.add_argument("--classifier", default=None)
     ap.add_argument("--params", default=None, help="best.json (params) from tuning")
@@ -48,6 +52,9 @@ def main() -> None:
         engine = Engine.load(args.engine)
         if engine.config.retriever != args.retriever:
             engine.config = engine.config.model_copy(update={"retriever": args.retriever})
+        if args.rrf_k is not None:
+            hybrid = engine.config.hybrid.model_copy(update={"rrf_k": args.rrf_k})
+            engine.config = engine.config.model_copy(update={"hybrid": hybrid})
     else:
         engine = Engine.build(load_catalog(root), EngineConfig(retriever=args.retriever))  # type: ignore[arg-type]
     params = json.loads(Path(args.params).read_text())["params"] if args.params else {"m_s": 10, "m_u": 30}
@@ -65,7 +72,7 @@ def main() -> None:
     qs = [q.query for q in load_queries(root, split="dev")][: args.queries]
     for q in qs[:3]:  # warm-up (model load, first-call allocations)
         engine.search_detailed(q, 5)
-    tr, direct, scored, stage_only = [], [], [], []
+    tr, direct, same, scored, stage_only = [], [], [], [], []
     load_before = os.getloadavg()
     for q in qs:
         t = time.perf_counter()
@@ -80,6 +87,15 @@ def main() -> None:
             s = ce.predict([(q, engine.render(c.tool)) for c in kept], batch_size=64, activation_fn=torch.nn.Sigmoid())
         _ = [kept[i] for i in np.argsort(-s, kind="stable")][:5]
         direct.append((time.perf_counter() - t) * 1000)
+        added = [engine.catalog[a] for a in res.trace[stage.name].get("added", [])]
+        t = time.perf_counter()
+        cands = engine.retrieve([q], engine.config.candidate_k)[0]
+        kept, _ = adaptive_truncate(cands, lambda c: c.tool.tool_key in seen, params["m_s"], params["m_u"])
+        texts = [engine.render(c.tool) for c in kept] + [engine.render(a) for a in added]
+        with torch.inference_mode():
+            s = ce.predict([(q, x) for x in texts], batch_size=64, activation_fn=torch.nn.Sigmoid())
+        _ = np.argsort(-s, kind="stable")[:5]
+        same.append((time.perf_counter() - t) * 1000)
 
     def pct(v: list[float]) -> dict[str, float]:
         return {"p50": float(np.percentile(v, 50)), "p95": float(np.percentile(v, 95)), "mean": float(np.mean(v))}
@@ -92,7 +108,9 @@ def main() -> None:
         "toolrerank_ms": pct(tr),
         "toolrerank_stage_only_ms": pct(stage_only),
         "direct_cross_encoder_ms": pct(direct),
+        "direct_same_pairs_ms": pct(same),
         "ratio_p50": float(np.percentile(tr, 50) / np.percentile(direct, 50)),
+        "ratio_p50_same_pairs": float(np.percentile(tr, 50) / np.percentile(same, 50)),
         "pairs_scored_per_query": pct([float(x) for x in scored]),
         "loadavg_before": load_before,
         "loadavg_after": os.getloadavg(),

@@ -58,6 +58,34 @@ def test_all_scores_tied_keep_first_stage_order(engine):
     assert [c.id for c in out] == [c.id for c in cands]
 
 
+def test_first_stage_weight_interpolates_model_and_first_stage_scores(engine):
+    q = "weather forecast city email"
+    cands = engine.retrieve([q], 4)[0]
+    # a reranker that prefers the first stage's last candidate a little
+    prefs = {engine.render(c.tool): 0.5 + 0.01 * i for i, c in enumerate(cands)}
+
+    class Inverting:
+        def score(self, query, texts, *, batch_size=None):
+            return [prefs[t] for t in texts]
+
+    def ranked(w: float) -> tuple[list[str], list[float]]:
+        cfg = ToolRerankConfig(classification="none", first_stage_weight=w)
+        out = ToolRerankStage(cfg, engine, reranker=Inverting()).run(q, list(cands), engine, {})
+        return [c.id for c in out], [c.stage_scores["toolrerank"] for c in out]
+
+    ids0, _ = ranked(0.0)
+    assert ids0 == [c.id for c in reversed(cands)]  # the paper: the model alone decides
+    ids1, scores1 = ranked(1.0)
+    assert ids1 == [c.id for c in cands]  # first stage only
+    assert scores1[0] == pytest.approx(1.0)  # relative to the query's best first-stage score
+    ids_half, scores_half = ranked(0.5)
+    top = cands[0].score
+    expected = {c.id: 0.5 * prefs[engine.render(c.tool)] + 0.5 * c.score / top for c in cands}
+    assert dict(zip(ids_half, scores_half)) == pytest.approx(expected)
+    with pytest.raises(ValueError):
+        ToolRerankConfig(first_stage_weight=1.5)
+
+
 def test_seen_tools_from_model_and_catalog_change_truncation(engine):
     q = "weather forecast in a city"
     cands = engine.retrieve([q], 10)[0]

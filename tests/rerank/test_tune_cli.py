@@ -3,6 +3,8 @@ from __future__ import annotations
 import itertools
 import json
 
+import pytest
+
 from toolrerank_plugins.cli import main
 from toolrerank_plugins.records import LabelledQuery
 from toolrerank_plugins.rerank.stage import ToolRerankConfig, ToolRerankStage
@@ -30,7 +32,8 @@ def _queries() -> list[LabelledQuery]:
     ]
 
 
-def test_decomposed_grid_matches_brute_force(engine, tmp_path):
+@pytest.mark.parametrize("with_weight_axis", [False, True])
+def test_decomposed_grid_matches_brute_force(engine, tmp_path, with_weight_axis):
     qs = _queries()
     oracle = tmp_path / "q.jsonl"
     oracle.write_text("".join(json.dumps({"query": q.query, "relevant": list(q.relevant)}) + "\n" for q in qs))
@@ -38,7 +41,9 @@ def test_decomposed_grid_matches_brute_force(engine, tmp_path):
         ToolRerankConfig(classification="oracle", oracle_queries=str(oracle), k=2), engine, reranker=FakeCrossEncoder()
     )
     prep = prepare(engine, qs, 10)
-    grid = {"m_s": [1, 3], "m_u": [2, 10], "tau_s": [0.3, 0.9], "tau_m": [0.0, 0.9], "n": [1, 2]}
+    grid: dict[str, list] = {"m_s": [1, 3], "m_u": [2, 10], "tau_s": [0.3, 0.9], "tau_m": [0.0, 0.9], "n": [1, 2]}
+    if with_weight_axis:
+        grid["first_stage_weight"] = [0.0, 0.5, 1.0]
     res = tune(stage, engine, prep, grid)
     brute = max(
         sum(

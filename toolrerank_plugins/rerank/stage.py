@@ -11,6 +11,12 @@ Without a trained cross-encoder (``model_path`` unset) the stage ranks the trunc
 scores mapped to [0, 1] (``fallback_scores``): ``relative`` divides by the query's best score (so
 ``tau_s = 0.8`` means "within 80 % of the top hit"), ``raw`` clips the raw score into [0, 1] (dense
 cosine). The hierarchy algorithms then run on those scores unchanged.
+
+With a model, ``first_stage_weight`` = w > 0 interpolates (not in the paper): the score is
+``(1 - w) * cross_encoder + w * first_stage`` with the first-stage score mapped as above (relative to the
+query's best candidate). A cross-encoder trained on little in-domain data is a weak ranker on its own;
+the interpolation keeps the first stage's evidence (ToolBench: docs/benchmarks/toolrerank.md). APIs that
+only the extended list brings in have no first-stage score and get 0 for that part.
 """
 
 from __future__ import annotations
@@ -62,7 +68,15 @@ class ToolRerankConfig(BaseModel):
     extend_seen: bool = Field(False, description="also extend preferred tools that were seen in training")
     max_extended_apis: int = Field(64, ge=0, description="cap on APIs added per query by the extended list")
     oracle_queries: str | None = Field(None, description="queries.jsonl giving gold query types (oracle mode)")
-    fallback_scores: Literal["relative", "raw"] = "relative"
+    fallback_scores: Literal["relative", "raw"] = Field(
+        "relative", description="how first-stage scores map to [0, 1] (no model, or first_stage_weight > 0)"
+    )
+    first_stage_weight: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="score = (1 - w) * cross-encoder + w * first-stage score in [0, 1]; 0 = the paper (model only)",
+    )
     similarity: Literal["embeddings", "tool_only"] = Field(
         "embeddings", description="Algorithm 2 edges: same tool or cosine > tau_m, or same tool only"
     )
@@ -142,19 +156,27 @@ class ToolRerankStage:
         from_model = frozenset(getattr(self.reranker, "seen_tools", frozenset()) or ())
         return from_model | engine.catalog.seen_tools
 
-    def _fallback(self, items: list[ScoredTool]) -> list[float]:
+    def _fallback(self, items: list[ScoredTool], top: float | None = None) -> list[float]:
+        """First-stage scores in [0, 1]; ``relative`` divides by ``top`` (default: the best of ``items``)."""
         raw = np.array([max(float(c.score), 0.0) for c in items])
         if self.config.fallback_scores == "raw":
             return np.clip(raw, 0.0, 1.0).tolist()
-        top = raw.max() if len(raw) else 0.0
-        return (raw / top).tolist() if top > 0 else [0.0] * len(items)
+        if top is None:
+            top = float(raw.max()) if len(raw) else 0.0
+        return np.clip(raw / top, 0.0, 1.0).tolist() if top > 0 else [0.0] * len(items)
 
-    def _score(self, query: str, items: list[ScoredTool], engine: Engine) -> list[float]:
+    def _score(
+        self, query: str, items: list[ScoredTool], engine: Engine, *, first_stage_top: float | None = None
+    ) -> list[float]:
         if self.reranker is None:
-            return self._fallback(items)
+            return self._fallback(items, first_stage_top)
         scores = self.reranker.score(query, [engine.render(c.tool) for c in items], batch_size=self.config.batch_size)
         if len(scores) != len(items):
             raise ValueError(f"reranker returned {len(scores)} scores for {len(items)} texts")
+        w = self.config.first_stage_weight
+        if w > 0:
+            first = self._fallback(items, first_stage_top)
+            return [(1.0 - w) * float(s) + w * f for s, f in zip(scores, first)]
         return [float(s) for s in scores]
 
     def classify(self, query: str) -> QueryType | None:
@@ -184,7 +206,7 @@ class ToolRerankStage:
         return np.stack([self._emb_memo[c.id] for c in items]).astype(np.float32)
 
     def _extend(
-        self, query: str, tools: list[str], present: set[str], engine: Engine
+        self, query: str, tools: list[str], present: set[str], engine: Engine, first_scores: dict[str, float]
     ) -> list[tuple[ScoredTool, float]]:
         budget = self.config.max_extended_apis
         specs: list[ToolSpec] = []
@@ -196,8 +218,12 @@ class ToolRerankStage:
                         specs.append(spec)
         if not specs:
             return []
-        items = [ScoredTool(s, 0.0, 0) for s in specs]
-        scores = self._score(query, items, engine) if self.reranker is not None else [0.0] * len(items)
+        first_top = max(first_scores.values(), default=0.0)
+        # an extended API the first stage ranked below the truncation keeps its first-stage score
+        items = [ScoredTool(s, first_scores.get(s.id, 0.0), 0) for s in specs]
+        if self.reranker is None:
+            return [(c, 0.0) for c in items]
+        scores = self._score(query, items, engine, first_stage_top=first_top)
         return list(zip(items, scores))
 
     # -- the stage -------------------------------------------------------------------------------
@@ -211,7 +237,8 @@ class ToolRerankStage:
         cfg = self.config
         seen = self.seen_tools(engine)
         kept, rest = adaptive_truncate(candidates, lambda c: c.tool.tool_key in seen, cfg.m_s, cfg.m_u)
-        scores = self._score(query, kept, engine)
+        first_scores = {c.id: max(float(c.score), 0.0) for c in candidates}
+        scores = self._score(query, kept, engine, first_stage_top=max(first_scores.values()))
         order = sorted(range(len(kept)), key=lambda i: -scores[i])  # stable: ties keep first-stage order
         reranked = [kept[i] for i in order]
         rscores = [scores[i] for i in order]
@@ -231,7 +258,7 @@ class ToolRerankStage:
             ext_scores: dict[str, float] = {}
 
             def extend(tools: list[str]) -> list[tuple[ScoredTool, float]]:
-                pairs = self._extend(query, tools, present, engine)
+                pairs = self._extend(query, tools, present, engine, first_scores)
                 ext_scores.update({c.id: s for c, s in pairs})
                 return pairs
 

@@ -104,21 +104,22 @@ def tune(
 
     rows = []
     best: dict[str, Any] | None = None
-    for m_s in grid["m_s"]:
-        for m_u in grid["m_u"]:
-            base = {"m_s": m_s, "m_u": m_u}
-            s_best = max(((weighted(single, {**base, "tau_s": t}), t) for t in grid["tau_s"]), key=lambda x: x[0])
-            m_best = max(
-                ((weighted(multi, {**base, "tau_m": tm, "n": n}), tm, n) for tm in grid["tau_m"] for n in grid["n"]),
-                key=lambda x: x[0],
-            )
-            rest = weighted(other, base)
-            total = s_best[0] + m_best[0] + rest
-            params = {**base, "tau_s": s_best[1], "tau_m": m_best[1], "n": m_best[2]}
-            rows.append({"params": params, "objective": total})
-            logger.info("m_s=%s m_u=%s -> %.4f (%s)", m_s, m_u, total, params)
-            if best is None or total > best["objective"]:
-                best = {"params": params, "objective": total}
+    # not in the paper's grid: an optional first-stage interpolation axis (ToolRerankConfig.first_stage_weight)
+    weights = grid.get("first_stage_weight", [stage.config.first_stage_weight])
+    for w_first, m_s, m_u in ((w_, s_, u_) for w_ in weights for s_ in grid["m_s"] for u_ in grid["m_u"]):
+        base = {"m_s": m_s, "m_u": m_u} | ({"first_stage_weight": w_first} if "first_stage_weight" in grid else {})
+        s_best = max(((weighted(single, {**base, "tau_s": t}), t) for t in grid["tau_s"]), key=lambda x: x[0])
+        m_best = max(
+            ((weighted(multi, {**base, "tau_m": tm, "n": n}), tm, n) for tm in grid["tau_m"] for n in grid["n"]),
+            key=lambda x: x[0],
+        )
+        rest = weighted(other, base)
+        total = s_best[0] + m_best[0] + rest
+        params = {**base, "tau_s": s_best[1], "tau_m": m_best[1], "n": m_best[2]}
+        rows.append({"params": params, "objective": total})
+        logger.info("w=%s m_s=%s m_u=%s -> %.4f (%s)", w_first, m_s, m_u, total, params)
+        if best is None or total > best["objective"]:
+            best = {"params": params, "objective": total}
     assert best is not None
     return {
         "params": best["params"],
