@@ -51,3 +51,35 @@ def test_train_discriminator_is_registered() -> None:
 
     args = build_parser().parse_args(["train", "discriminator", "--data", "x", "--out", "y"])
     assert args.func.__name__ == "cmd_train_discriminator"
+
+
+def _write_traces(path: Path, calls: list[list[str]]) -> Path:
+    rows = [{"id": str(i), "query": f"task {i}", "relevant": c, "calls": c} for i, c in enumerate(calls)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_graph_build_from_traces_mine_and_filter(
+    bank: Catalog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _write(bank, tmp_path / "cat")
+    traces = _write_traces(tmp_path / "q.jsonl", [["QueryBalance", "DeleteAccount"], ["QueryBalance", "DeleteAccount"]])
+    out = tmp_path / "g.json"
+    argv = ["graph", "build", str(folder), "--out", str(out), "--sources", "declared", "--traces", str(traces)]
+    assert main([*argv, "--trace-mode", "mine", "--min-support", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "mined 1 edges from 2 traces" in text
+    assert json.loads(text[text.index("{") :])["edges"] == 1
+    # filter mode keeps only declared edges the traces support: the bank catalog declares none
+    assert main([*argv, "--trace-mode", "filter"]) == 0
+    assert "kept 0 of 0 declared edges" in capsys.readouterr().out
+
+
+def test_graph_build_traces_without_calls_is_a_clear_error(
+    bank: Catalog, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _write(bank, tmp_path / "cat")
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"id": "1", "query": "x", "relevant": ["QueryBalance"]}) + "\n")
+    rc = main(["graph", "build", str(folder), "--out", str(tmp_path / "g.json"), "--traces", str(q)])
+    assert rc == 2 and "no query has 'calls'" in capsys.readouterr().err

@@ -27,6 +27,9 @@ _EXPORTS = {
     "LLMDependencyJudge": "toolrerank_plugins.graph.llm_judge",
     "TGRConfig": "toolrerank_plugins.graph.stage",
     "TGRStage": "toolrerank_plugins.graph.stage",
+    "edges_from_traces": "toolrerank_plugins.graph.traces",
+    "mine_trace_edges": "toolrerank_plugins.graph.traces",
+    "trace_support": "toolrerank_plugins.graph.traces",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -75,6 +75,8 @@ def cmd_graph_build(args: argparse.Namespace) -> int:
         catalog = load_catalog(args.catalog)
     else:
         raise ConfigError("graph build needs a catalog folder or --engine")
+    if args.traces:
+        catalog = _apply_traces(catalog, args.traces, args.trace_mode, args.min_support)
     if "discriminator" in args.sources:
         if not args.discriminator:
             raise ConfigError("source 'discriminator' needs --discriminator PATH")
@@ -102,6 +104,28 @@ def cmd_graph_build(args: argparse.Namespace) -> int:
     graph.save(args.out)
     _out(json.dumps({"seconds": round(secs, 2), "timings": timings, **graph.stats(), "out": args.out}, indent=1))
     return 0
+
+
+def _apply_traces(catalog: Any, traces_path: str, mode: str, min_support: int) -> Any:
+    """Declared edges after ``--traces``: ``filter`` keeps those the call traces support, ``mine`` adds
+    every API pair the traces call in order (co-occurrence, see graph/traces.py)."""
+    from toolrerank_plugins.catalog import Catalog
+    from toolrerank_plugins.graph.traces import edges_from_traces, mine_trace_edges
+    from toolrerank_plugins.loaders import load_queries
+
+    traces = [q.calls for q in load_queries(traces_path) if q.calls]
+    if not traces:
+        raise ConfigError(f"{traces_path}: no query has 'calls' (ordered API ids); nothing to learn edges from")
+    if mode == "filter":
+        edges = edges_from_traces(catalog.edges, traces, min_support=min_support)
+        _out(f"traces: kept {len(edges)} of {len(catalog.edges)} declared edges ({len(traces)} traces)")
+    else:
+        mined = mine_trace_edges(traces, min_support=min_support)
+        mined = [e for e in mined if e.source in catalog and e.target in catalog]
+        known = {(e.source, e.target) for e in catalog.edges}
+        edges = catalog.edges + [e for e in mined if (e.source, e.target) not in known]
+        _out(f"traces: mined {len(mined)} edges from {len(traces)} traces ({len(edges)} declared edges now)")
+    return Catalog(list(catalog), edges=edges, seen_tools=catalog.seen_tools, source=catalog.source)
 
 
 def cmd_graph_stats(args: argparse.Namespace) -> int:
@@ -157,6 +181,14 @@ def register(subparsers: Any) -> None:
     s.add_argument("--discriminator", help="trained discriminator folder")
     s.add_argument("--threshold", type=float, default=0.0, help="min probability of the argmax class")
     s.add_argument("--graph-file", help="existing graph to start from (source 'file')")
+    s.add_argument("--traces", help="queries.jsonl whose 'calls' are logged call traces (ordered API ids)")
+    s.add_argument(
+        "--trace-mode",
+        default="filter",
+        choices=["filter", "mine"],
+        help="filter: keep declared edges the traces support; mine: add every pair called in order",
+    )
+    s.add_argument("--min-support", type=int, default=1, help="traces needed to keep/mine an edge")
     s.add_argument("--scope", default="auto", choices=["auto", "tool", "category", "all"])
     s.add_argument("--knn", type=int, default=5)
     s.add_argument("--max-pairs", type=int, default=None)
