@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import random
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ import numpy as np
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.graph.builder import GraphBuildConfig, PruningConfig, build_graph, candidate_pairs
 from toolrerank_plugins.loaders import load_catalog
+from toolrerank_plugins.records import ToolSpec
 
 
 def main() -> None:
@@ -36,6 +38,7 @@ def main() -> None:
     ap.add_argument("--knn", type=int, default=5)
     ap.add_argument("--discriminator", help="trained discriminator: time scoring on a sample of pairs")
     ap.add_argument("--sample-pairs", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads for discriminator scoring")
     ap.add_argument("--out", default="/work/runs/helper_tgr/tgr_scale.json")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -66,11 +69,16 @@ def main() -> None:
     }
     disc = None
     if args.discriminator:
+        import torch
+
         from toolrerank_plugins.graph.discriminator import DependencyDiscriminator
 
+        torch.set_num_threads(args.threads)
+        results["discriminator"] = args.discriminator
+        results["threads"] = args.threads
         disc = DependencyDiscriminator.load(args.discriminator, device="cpu")
     for n in args.sizes:
-        specs = []
+        specs: list[ToolSpec] = []
         for _, apis in tools:
             if len(specs) >= n:
                 break
@@ -105,9 +113,15 @@ def main() -> None:
             from toolrerank_plugins.graph.discriminator import pair_text
 
             sample = random.Random(1).sample(pairs, min(args.sample_pairs, len(pairs)))
+            row["load_average_before"] = round(os.getloadavg()[0], 2)
             t = time.perf_counter()
             disc.predict_proba([(pair_text(cat[a]), pair_text(cat[b])) for a, b in sample])
-            rate = len(sample) / (time.perf_counter() - t)
+            score_s = time.perf_counter() - t
+            rate = len(sample) / score_s
+            row["discriminator_sample_pairs"] = len(sample)
+            row["discriminator_sample_seconds"] = round(score_s, 1)
+            # The 1-minute load average before and after scoring: the rate depends on what else runs.
+            row["load_average_after"] = round(os.getloadavg()[0], 2)
             row["discriminator_pairs_per_second"] = round(rate, 1)
             row["discriminator_full_scoring_seconds_extrapolated"] = round(len(pairs) / rate, 0)
         results["sizes"][str(n)] = row
