@@ -32,6 +32,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", nargs=3, action="append", default=[], metavar=("DIR", "QUERIES", "NEGATIVES"))
     ap.add_argument("--pseudo", nargs=2, action="append", default=[], metavar=("DIR", "APIS"))
+    ap.add_argument("--mask-description", action="store_true", help="pseudo pairs: APIs rendered without descriptions")
     ap.add_argument("--engine", action="append", default=[], help="DATA_DIR=SAVED_ENGINE_DIR")
     ap.add_argument("--first-stage", default="bm25", choices=["bm25", "dense", "hybrid"])
     ap.add_argument("--rrf-k", type=int, default=5, help="hybrid RRF constant for a loaded engine's first stage")
@@ -78,9 +79,12 @@ def main() -> None:
         print(f"{src.name}: {len(p)} labelled pairs, {len(s)} seen tools", flush=True)
     for d, n_apis in args.pseudo:
         src = source(d)
-        p = pseudo_query_pairs(src, n_apis=int(n_apis), negatives_per_query=4, seed=args.seed)
+        p = pseudo_query_pairs(
+            src, n_apis=int(n_apis), negatives_per_query=4, seed=args.seed, mask_description=args.mask_description
+        )
         pairs += p
         recipe.setdefault(src.name, {})["pseudo_queries"] = int(n_apis)
+        recipe[src.name]["pseudo_mask_description"] = args.mask_description
         print(f"{src.name}: {len(p)} pseudo-query pairs", flush=True)
     facts = train_cross_encoder(
         pairs,

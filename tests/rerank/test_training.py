@@ -43,6 +43,19 @@ def test_pseudo_queries_use_descriptions_and_sibling_negatives(engine):
     assert pseudo_query(spec).startswith("Log in with username")
 
 
+def test_pseudo_pairs_can_mask_the_copied_description(engine):
+    plain = pseudo_query_pairs(_source(engine), n_apis=5, negatives_per_query=3)
+    masked = pseudo_query_pairs(_source(engine), n_apis=5, negatives_per_query=3, mask_description=True)
+    assert [(p.query, p.label) for p in plain] == [(p.query, p.label) for p in masked]
+    pos_plain = [p for p in plain if p.label == 1.0]
+    pos_masked = [p for p in masked if p.label == 1.0]
+    assert all(p.query in p.text for p in pos_plain)  # the query is the positive's own description
+    assert not any(p.query in p.text for p in pos_masked)
+    descriptions = [s.description for s in engine.catalog if s.description]
+    assert any(d in p.text for p in plain for d in descriptions)
+    assert not any(d in p.text for p in masked for d in descriptions)
+
+
 def test_classifier_training_labels(engine):
     texts, labels = classifier_training_set([_source(engine)])
     assert labels == ["single", "multi", "single"] and len(texts) == 3

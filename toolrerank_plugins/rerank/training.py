@@ -109,9 +109,25 @@ def pseudo_query_pairs(
     negatives_per_query: int = 4,
     negative_depth: int = 20,
     seed: int = 0,
+    mask_description: bool = False,
 ) -> list[Pair]:
-    """Pairs mined from the catalog alone: pseudo-query -> its API (+), first-stage hits and siblings (-)."""
+    """Pairs mined from the catalog alone: pseudo-query -> its API (+), first-stage hits and siblings (-).
+
+    ``mask_description``: render the APIs of these pairs *without* their descriptions. The pseudo-query is
+    the positive's own description, so with it in the text the model can learn to spot a copied string
+    (which BM25 already does); masked, it has to match the request to the API's name, parameters and tool.
+    """
     rng = random.Random(seed)
+    render = source.engine.render
+    if mask_description:
+        from toolrerank_plugins.render import render_tool
+
+        cfg = source.engine.config.render
+        masked = cfg.model_copy(update={"fields": [f for f in cfg.fields if f != "description"]})
+
+        def render(spec: Any) -> str:
+            return render_tool(spec, masked)
+
     specs = list(source.catalog)
     if not specs:
         return []
@@ -121,14 +137,14 @@ def pseudo_query_pairs(
     tools = source.catalog.tools()
     pairs: list[Pair] = []
     for spec, q, cands in zip(specs, queries, hits):
-        pairs.append(Pair(q, source.engine.render(spec), 1.0, f"{source.name}:pseudo"))
+        pairs.append(Pair(q, render(spec), 1.0, f"{source.name}:pseudo"))
         siblings = [s for s in tools.get(spec.tool_key, []) if s.id != spec.id]
         negs = [c.tool for c in cands if c.id != spec.id][: negatives_per_query - 1]
         if siblings:
             negs.append(rng.choice(siblings))
         else:
             negs = [c.tool for c in cands if c.id != spec.id][:negatives_per_query]
-        pairs.extend(Pair(q, source.engine.render(s), 0.0, f"{source.name}:pseudo") for s in negs)
+        pairs.extend(Pair(q, render(s), 0.0, f"{source.name}:pseudo") for s in negs)
     return pairs
 
 
