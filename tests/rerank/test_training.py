@@ -104,3 +104,19 @@ def test_train_tiny_reranker_then_save_and_load_with_engine(tmp_path):
     again = loaded.search("weather forecast tomorrow", 5)
     assert [r.id for r in again] == [r.id for r in res.results]
     assert [round(r.score, 5) for r in again] == [round(r.score, 5) for r in res.results]
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_head_lr_trains_the_head_apart_from_the_encoder(tmp_path):
+    from safetensors.torch import load_file
+
+    pairs = [Pair("weather", "forecast", 1.0, "t"), Pair("weather", "email", 0.0, "t")] * 2
+    kw = {"num_layers": 1, "max_length": 16, "batch_size": 4, "device": "cpu", "threads": 1, "warmup_ratio": 0.0}
+    facts = train_cross_encoder(pairs, tmp_path / "a", lr=0.0, head_lr=0.0, **kw)
+    assert facts["head_lr"] == 0.0
+    train_cross_encoder(pairs, tmp_path / "b", lr=0.0, head_lr=1e-2, **kw)
+    a, b = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    body = [k for k in a if "embeddings.word_embeddings" in k]
+    assert body and all(a[k].equal(b[k]) for k in body)  # encoder frozen by lr=0
+    assert not a["classifier.weight"].equal(b["classifier.weight"])  # the head moved

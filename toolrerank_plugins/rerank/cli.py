@@ -101,6 +101,7 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         epochs=args.epochs,
         lr=args.lr,
+        head_lr=args.head_lr,
         time_budget_s=args.time_budget,
         device=args.device,
         threads=args.threads,
@@ -208,6 +209,7 @@ def register(subparsers: Any) -> None:
     s.add_argument("--batch-size", type=int, default=32)
     s.add_argument("--epochs", type=int, default=1)
     s.add_argument("--lr", type=float, default=5e-5)
+    s.add_argument("--head-lr", type=float, default=None, help="learning rate of the new scoring head (default: --lr)")
     s.add_argument("--time-budget", type=float, default=None, help="seconds; stop and save when reached")
     s.add_argument("--device", default="auto")
     s.add_argument("--threads", type=int, default=None)

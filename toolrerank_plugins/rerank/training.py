@@ -158,6 +158,7 @@ def train_cross_encoder(
     batch_size: int = 32,
     epochs: int = 1,
     lr: float = 5e-5,
+    head_lr: float | None = None,
     warmup_ratio: float = 0.1,
     seed: int = 0,
     time_budget_s: float | None = None,
@@ -171,6 +172,8 @@ def train_cross_encoder(
     Starts from ``base_model`` (default: the bundled MiniLM, with a fresh 1-logit head). Stops early,
     saving what it has, when ``time_budget_s`` runs out. Returns training facts (also recorded in
     ``toolrerank_reranker.json`` next to the weights, together with ``seen_tools``).
+    ``head_lr``: learning rate of the freshly initialised scoring head (and BERT pooler); ``None`` uses
+    ``lr``. With a few hundred steps, a head at the encoder's small ``lr`` barely leaves its initialisation.
     ``num_layers`` keeps only the first N transformer layers (a faster, smaller reranker: on a 2-core
     CPU the full 6-layer MiniLM cannot score 30 candidates in 150 ms).
     """
@@ -196,7 +199,12 @@ def train_cross_encoder(
     rng = random.Random(seed)
     steps_per_epoch = (len(data) + batch_size - 1) // batch_size
     total = steps_per_epoch * epochs
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    head = [p for n, p in model.named_parameters() if n.startswith(("classifier.", "pooler.")) or ".pooler." in n]
+    head_ids = {id(p) for p in head}
+    body = [p for p in model.parameters() if id(p) not in head_ids]
+    opt = torch.optim.AdamW(
+        [{"params": body, "lr": lr}, {"params": head, "lr": head_lr or lr}], lr=lr, weight_decay=0.01
+    )
     warm = max(1, int(total * warmup_ratio))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * max(0.0, (total - s) / max(1, total - warm))
@@ -255,6 +263,7 @@ def train_cross_encoder(
         "batch_size": batch_size,
         "epochs": epochs,
         "lr": lr,
+        "head_lr": head_lr or lr,
         "steps": step,
         "steps_planned": total,
         "stopped_early": stopped_early,
