@@ -237,3 +237,22 @@ def test_labelled_query_type_uses_tool_hierarchy():
     cat = tiny_catalog()
     assert query_type(LabelledQuery("1", "q", ("Weather/SkyCast/forecast", "Weather/SkyCast/current")), cat) == "single"
     assert query_type(LabelledQuery("2", "q", ("Weather/SkyCast/forecast", "Mail/PostBox/send_email")), cat) == "multi"
+
+
+def test_classifier_answer_is_memoised_per_query_and_classifier(engine):
+    class Counting:
+        def __init__(self, answer: str) -> None:
+            self.answer, self.calls = answer, 0
+
+        def predict(self, queries):
+            self.calls += 1
+            return [self.answer] * len(queries)
+
+    first = Counting("single")
+    cfg = ToolRerankConfig(classification="classifier", classifier_path="unused")
+    stage = ToolRerankStage(cfg, engine, classifier=first)  # type: ignore[arg-type]
+    assert [stage.classify("q1"), stage.classify("q1"), stage.classify("q2")] == ["single", "single", "single"]
+    assert first.calls == 2
+    second = Counting("multi")
+    stage.classifier = second  # type: ignore[assignment]
+    assert stage.classify("q1") == "multi" and second.calls == 1

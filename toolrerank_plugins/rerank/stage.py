@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 STAGE_FORMAT_VERSION = 1
+_TYPE_MEMO_SIZE = 4096  # classifier answers kept per stage (cleared when full)
 
 Classification = Literal["auto", "classifier", "none", "single", "multi", "oracle"]
 
@@ -132,6 +133,7 @@ class ToolRerankStage:
         self._tool_index: dict[str, list[str]] = {}
         self._dense_rows: dict[str, int] = {}
         self._emb_memo: dict[str, np.ndarray] = {}
+        self._type_memo: dict[tuple[int, str], QueryType] = {}
         if config.classification == "classifier" and classifier is None:
             raise ConfigError("classification='classifier' but no classifier was loaded")
         if config.classification == "oracle" and config.oracle_queries:
@@ -192,7 +194,12 @@ class ToolRerankStage:
             return self.oracle_types[query]
         if self.classifier is None:  # auto without a classifier
             return None
-        return self.classifier.predict([query])[0]
+        key = (id(self.classifier), query)  # a swapped classifier never reuses old answers
+        if key not in self._type_memo:  # tuning grids classify the same queries hundreds of times
+            if len(self._type_memo) >= _TYPE_MEMO_SIZE:
+                self._type_memo.clear()
+            self._type_memo[key] = self.classifier.predict([query])[0]
+        return self._type_memo[key]
 
     def _embeddings(self, items: list[ScoredTool], engine: Engine) -> np.ndarray:
         if engine.dense is not None and all(c.id in self._dense_rows for c in items):
