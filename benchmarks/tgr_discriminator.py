@@ -36,6 +36,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-4, help="pretraining learning rate")
     ap.add_argument("--finetune-lr", type=float, default=5e-5)
+    ap.add_argument("--head-lr", type=float, default=None, help="learning rate of the 3-class head (default: as above)")
     ap.add_argument("--max-pretrain", type=int, default=320, help="subsample the pretraining pairs (CPU budget)")
     ap.add_argument("--max-finetune", type=int, default=480, help="subsample the fine-tuning pairs")
     ap.add_argument("--results", default="/work/runs/helper_tgr/discriminator_results.json")
@@ -75,6 +76,7 @@ def main() -> None:
             torch_threads=args.threads,
             learning_rate=args.lr,
             finetune_learning_rate=args.finetune_lr,
+            head_learning_rate=args.head_lr,
         )
         t0 = time.perf_counter()
         model = DependencyDiscriminator("default", device="cpu", max_length=args.max_length)

@@ -46,6 +46,7 @@ def cmd_train_discriminator(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         max_length=args.max_length,
         torch_threads=args.threads,
+        head_learning_rate=args.head_lr,
     )
     t = time.perf_counter()
     model = DependencyDiscriminator(args.base_model, device=args.device, max_length=args.max_length)
@@ -165,6 +166,7 @@ def register(subparsers: Any) -> None:
     s.add_argument("--epochs", type=int, default=1)
     s.add_argument("--batch-size", type=int, default=16)
     s.add_argument("--max-length", type=int, default=160)
+    s.add_argument("--head-lr", type=float, default=None, help="learning rate of the new 3-class head")
     s.add_argument("--device", default="auto")
     s.add_argument("--threads", type=int, default=2)
     s.set_defaults(func=cmd_train_discriminator)

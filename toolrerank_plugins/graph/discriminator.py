@@ -25,6 +25,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolrerank_plugins._extras import require
+from toolrerank_plugins._optim import head_param_groups
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.encoders import resolve_model_path
 from toolrerank_plugins.errors import ConfigError
@@ -134,6 +135,9 @@ class TrainConfig(BaseModel):
     batch_size: int = Field(16, ge=1)
     learning_rate: float = Field(3e-5, gt=0)
     finetune_learning_rate: float = Field(2e-5, gt=0)
+    head_learning_rate: float | None = Field(
+        None, gt=0, description="learning rate of the fresh 3-class head and pooler (both stages); None: as the encoder"
+    )
     max_length: int = Field(192, ge=16)
     weight_decay: float = 0.01
     warmup_ratio: float = Field(0.1, ge=0, le=1)
@@ -262,7 +266,9 @@ class DependencyDiscriminator:
         if not pairs or epochs == 0:
             return
         self.model.train()
-        opt = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=cfg.weight_decay)
+        opt = torch.optim.AdamW(
+            head_param_groups(self.model, lr, cfg.head_learning_rate), lr=lr, weight_decay=cfg.weight_decay
+        )
         steps = epochs * ((len(pairs) + cfg.batch_size - 1) // cfg.batch_size)
         sched = transformers.get_linear_schedule_with_warmup(opt, int(cfg.warmup_ratio * steps), steps)
         rng = random.Random(cfg.seed)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolrerank_plugins._extras import require
+from toolrerank_plugins._optim import head_param_groups
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.records import LabelledQuery
 
@@ -199,12 +200,7 @@ def train_cross_encoder(
     rng = random.Random(seed)
     steps_per_epoch = (len(data) + batch_size - 1) // batch_size
     total = steps_per_epoch * epochs
-    head = [p for n, p in model.named_parameters() if n.startswith(("classifier.", "pooler.")) or ".pooler." in n]
-    head_ids = {id(p) for p in head}
-    body = [p for p in model.parameters() if id(p) not in head_ids]
-    opt = torch.optim.AdamW(
-        [{"params": body, "lr": lr}, {"params": head, "lr": head_lr or lr}], lr=lr, weight_decay=0.01
-    )
+    opt = torch.optim.AdamW(head_param_groups(model, lr, head_lr), lr=lr, weight_decay=0.01)
     warm = max(1, int(total * warmup_ratio))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * max(0.0, (total - s) / max(1, total - warm))
@@ -263,7 +259,7 @@ def train_cross_encoder(
         "batch_size": batch_size,
         "epochs": epochs,
         "lr": lr,
-        "head_lr": head_lr or lr,
+        "head_lr": lr if head_lr is None else head_lr,
         "steps": step,
         "steps_planned": total,
         "stopped_early": stopped_early,
