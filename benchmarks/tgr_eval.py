@@ -31,12 +31,16 @@ from toolrerank_plugins.stages import StageSpec
 KEYS = ("recall@5", "recall@10", "ndcg@5", "ndcg@10", "sufficiency@5", "sufficiency@10")
 
 
-def variants(dataset: str, disc_dir: Path | None, alphas: list[float], directions: list[str]) -> list[dict[str, Any]]:
+def variants(
+    dataset: str, disc_dir: Path | None, alphas: list[float], directions: list[str], graph_file: str | None = None
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"name": "base dense", "graph": None, "params": None}]
     graphs: list[tuple[str, dict[str, Any]]] = [("schema", {"sources": ["schema"]})]
     model = disc_dir / f"holdout-{dataset}" if disc_dir else None
     if model is not None and (model / "discriminator.json").exists():
         graphs.append(("disc", {"sources": ["discriminator"], "discriminator_path": str(model)}))
+    if graph_file:  # a prebuilt graph (`toolrerank graph build ... --out FILE`), e.g. a discriminator graph
+        graphs.append((f"file {Path(graph_file).name}", {"sources": ["file"], "graph_file": graph_file}))
     graphs.append(("labelled (leaks dev labels)", {"sources": ["declared"]}))
     for gname, gparams in graphs:
         for direction in directions:
@@ -75,6 +79,7 @@ def main() -> None:
     ap.add_argument("--alphas", type=float, nargs="+", default=[0.5, 1.0])
     ap.add_argument("--directions", nargs="+", default=["into_prerequisite", "symmetric"])
     ap.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries")
+    ap.add_argument("--graph-file", action="append", default=[], help="DATASET=GRAPH_JSON: also evaluate this graph")
     ap.add_argument("--only", nargs="*", help="only variants whose name contains one of these")
     ap.add_argument("--out", default="/work/runs/helper_tgr/tgr_eval.json")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 avoids OpenMP spinning on a busy CPU)")
@@ -84,6 +89,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     engines = dict(e.split("=", 1) for e in args.engine)
+    graph_files = dict(g.split("=", 1) for g in args.graph_file)
     results: dict[str, Any] = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
     for ds in args.datasets:
         t = time.perf_counter()
@@ -101,7 +107,8 @@ def main() -> None:
         cache = base.dense.embedding_cache()
         rows = results.setdefault(ds, {"n_queries": len(queries), "n_apis": len(catalog), "rows": {}})
         rows["base_build_seconds"] = round(build_s, 1)
-        for v in variants(ds, Path(args.disc) if args.disc else None, args.alphas, args.directions):
+        disc_dir = Path(args.disc) if args.disc else None
+        for v in variants(ds, disc_dir, args.alphas, args.directions, graph_files.get(ds)):
             if args.only and not any(o in v["name"] for o in args.only):
                 continue
             t = time.perf_counter()
