@@ -36,14 +36,13 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from first_stage_quality import QueryCacheEmbedder  # sibling script (benchmarks/ is on sys.path when run)
 
 from toolrerank_plugins.catalog import Catalog
-from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.evaluation import evaluate
 from toolrerank_plugins.graph.traces import edges_from_traces, mine_trace_edges
@@ -60,33 +59,6 @@ def fold_of(query_id: str, k: int) -> int:
     return int(hashlib.sha256(query_id.encode("utf-8")).hexdigest(), 16) % k
 
 
-class MemoEmbedder:
-    """Wraps an embedder and memoises per text: each query is encoded once for all engines and folds."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-        self._memo: dict[str, np.ndarray] = {}
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dimension(self) -> int:
-        return self.inner.dimension
-
-    def encode(
-        self, texts: Sequence[str], *, batch_size: int | None = None, show_progress_bar: bool | None = None
-    ) -> np.ndarray:
-        todo = list(dict.fromkeys(t for t in texts if t not in self._memo))
-        if todo:
-            for t, v in zip(todo, self.inner.encode(todo, batch_size=batch_size, show_progress_bar=False)):
-                self._memo[t] = v
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        return np.stack([self._memo[t] for t in texts])
-
-
 class Runner:
     """Builds TGR engines over one catalog with a given edge list, re-using the base engine's embeddings."""
 
@@ -94,9 +66,10 @@ class Runner:
         self.catalog = catalog
         self.base = Engine.build(catalog, EngineConfig(retriever="dense"))
         assert self.base.dense is not None
-        self.memo = MemoEmbedder(self.base.dense.embedder)
+        # one batched encode of every query, shared by all engines and folds (API vectors: embedding_cache)
+        self.memo = QueryCacheEmbedder(self.base.dense.embedder)
+        self.memo.prime([q.query for q in queries])
         self.base.dense.embedder = self.memo
-        self.base.dense.encode_queries([q.query for q in queries])  # fill the memo in one batch
         self.cache = self.base.dense.embedding_cache()
         self.builds = 0
 
