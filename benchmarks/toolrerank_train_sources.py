@@ -15,17 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from pathlib import Path
-from typing import Any
 
-from toolrerank_plugins.rerank.cli import _engine_map, load_source
-from toolrerank_plugins.rerank.training import (
-    Pair,
-    TrainingSource,
-    labelled_pairs,
-    pseudo_query_pairs,
-    train_cross_encoder,
-)
+from toolrerank_plugins.rerank.cli import _engine_map, collect_pairs, source_loader
+from toolrerank_plugins.rerank.training import TrainingSource, train_cross_encoder
 
 
 def main() -> None:
@@ -48,45 +40,24 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    engines = _engine_map(args.engine)
-    cache: dict[str, TrainingSource] = {}
+    load = source_loader("train", _engine_map(args.engine), args.first_stage)
 
-    def source(d: str) -> TrainingSource:
-        key = str(Path(d).resolve())
-        if key not in cache:
-            src = load_source(d, "train", engines.get(key), args.first_stage)
-            cfg = src.engine.config
-            src.engine.config = cfg.model_copy(
-                update={"retriever": args.first_stage, "hybrid": cfg.hybrid.model_copy(update={"rrf_k": args.rrf_k})}
-            )
-            cache[key] = src
-        return cache[key]
+    def source(d: str) -> TrainingSource:  # a loaded engine's first stage, with this run's RRF constant
+        src = load(d)
+        cfg = src.engine.config
+        src.engine.config = cfg.model_copy(
+            update={"retriever": args.first_stage, "hybrid": cfg.hybrid.model_copy(update={"rrf_k": args.rrf_k})}
+        )
+        return src
 
-    pairs: list[Pair] = []
-    seen: set[str] = set()
-    recipe: dict[str, Any] = {}
-    for d, n_q, n_neg in args.source:
-        src = source(d)
-        p, s = labelled_pairs(
-            src,
-            negatives_per_query=int(n_neg),
-            negative_depth=args.negative_depth,
-            max_queries=int(n_q),
-            seed=args.seed,
-        )
-        pairs += p
-        seen |= s
-        recipe[src.name] = {"labelled_queries": min(int(n_q), len(src.queries)), "negatives": int(n_neg)}
-        print(f"{src.name}: {len(p)} labelled pairs, {len(s)} seen tools", flush=True)
-    for d, n_apis in args.pseudo:
-        src = source(d)
-        p = pseudo_query_pairs(
-            src, n_apis=int(n_apis), negatives_per_query=4, seed=args.seed, mask_description=args.mask_description
-        )
-        pairs += p
-        recipe.setdefault(src.name, {})["pseudo_queries"] = int(n_apis)
-        recipe[src.name]["pseudo_mask_description"] = args.mask_description
-        print(f"{src.name}: {len(p)} pseudo-query pairs", flush=True)
+    pairs, seen, recipe = collect_pairs(
+        source,
+        [(d, int(n_q), int(n_neg)) for d, n_q, n_neg in args.source],
+        [(d, int(n_apis), 4) for d, n_apis in args.pseudo],
+        negative_depth=args.negative_depth,
+        seed=args.seed,
+        mask_description=args.mask_description,
+    )
     facts = train_cross_encoder(
         pairs,
         args.out,

@@ -120,3 +120,25 @@ def test_head_lr_trains_the_head_apart_from_the_encoder(tmp_path):
     body = [k for k in a if "embeddings.word_embeddings" in k]
     assert body and all(a[k].equal(b[k]) for k in body)  # encoder frozen by lr=0
     assert not a["classifier.weight"].equal(b["classifier.weight"])  # the head moved
+
+
+def test_collect_pairs_combines_sources_with_their_own_counts(engine):
+    from toolrerank_plugins.rerank.cli import collect_pairs
+
+    src = _source(engine)
+    loads: list[str] = []
+
+    def source(d: str) -> TrainingSource:
+        loads.append(d)
+        return src
+
+    pairs, seen, recipe = collect_pairs(
+        source, [("tiny", 1, 2)], [("tiny", 3, 2)], negative_depth=10, seed=0, mask_description=True
+    )
+    lab, lab_seen = labelled_pairs(src, negatives_per_query=2, negative_depth=10, max_queries=1, seed=0)
+    pseudo = pseudo_query_pairs(src, n_apis=3, negatives_per_query=2, seed=0, mask_description=True)
+    assert pairs == lab + pseudo and seen == lab_seen
+    assert recipe == {
+        "tiny": {"labelled_queries": 1, "negatives": 2, "pseudo_queries": 3, "pseudo_mask_description": True}
+    }
+    assert loads == ["tiny", "tiny"]

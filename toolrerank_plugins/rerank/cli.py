@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 from toolrerank_plugins.errors import ConfigError
 
 if TYPE_CHECKING:
-    from toolrerank_plugins.rerank.training import TrainingSource
+    from collections.abc import Callable, Sequence
+
+    from toolrerank_plugins.rerank.training import Pair, TrainingSource
 
 logger = logging.getLogger(__name__)
 
@@ -49,40 +51,71 @@ def load_source(data_dir: str, split: str | None, engine_dir: str | None, first_
     return TrainingSource(path.name, engine.catalog, engine, queries)
 
 
-def cmd_train_reranker(args: argparse.Namespace) -> int:
-    from toolrerank_plugins.rerank.training import labelled_pairs, pseudo_query_pairs, train_cross_encoder
-
-    engines = _engine_map(args.engine)
-    pairs = []
-    seen: set[str] = set()
-    sources: dict[str, Any] = {}
+def source_loader(split: str | None, engines: dict[str, str], first_stage: str) -> Callable[[str], TrainingSource]:
+    """``folder -> TrainingSource``, loading each benchmark folder (and its first stage) once."""
     cache: dict[str, TrainingSource] = {}
 
     def source(d: str) -> TrainingSource:
         key = str(Path(d).resolve())
         if key not in cache:
-            cache[key] = load_source(d, args.split, engines.get(key), args.first_stage)
+            cache[key] = load_source(d, split, engines.get(key), first_stage)
         return cache[key]
 
-    for d in args.data or []:
+    return source
+
+
+def collect_pairs(
+    source: Callable[[str], TrainingSource],
+    labelled: Sequence[tuple[str, int | None, int]],
+    pseudo: Sequence[tuple[str, int, int]] = (),
+    *,
+    negative_depth: int,
+    seed: int,
+    mask_description: bool = False,
+) -> tuple[list[Pair], set[str], dict[str, Any]]:
+    """Training pairs from each source: ``labelled`` = (folder, max queries, negatives per query),
+    ``pseudo`` = (folder, APIs, negatives per pseudo-query). Returns the pairs, the seen tools and a
+    per-source recipe for the model's metadata."""
+    from toolrerank_plugins.rerank.training import labelled_pairs, pseudo_query_pairs
+
+    pairs: list[Pair] = []
+    seen: set[str] = set()
+    recipe: dict[str, Any] = {}
+    for d, max_queries, negatives in labelled:
         src = source(d)
         p, s = labelled_pairs(
-            src,
-            negatives_per_query=args.negatives,
-            negative_depth=args.negative_depth,
-            max_queries=args.max_queries,
-            seed=args.seed,
+            src, negatives_per_query=negatives, negative_depth=negative_depth, max_queries=max_queries, seed=seed
         )
         pairs += p
         seen |= s
-        sources[src.name] = {"labelled_queries": min(len(src.queries), args.max_queries or len(src.queries))}
-        _out(f"{src.name}: {len(p)} labelled pairs from {len(src.queries)} {args.split} queries, {len(s)} seen tools")
-    for d in args.pseudo_from or []:
+        n_queries = min(len(src.queries), max_queries or len(src.queries))
+        recipe[src.name] = {"labelled_queries": n_queries, "negatives": negatives}
+        _out(f"{src.name}: {len(p)} labelled pairs from {len(src.queries)} queries, {len(s)} seen tools")
+    for d, n_apis, negatives in pseudo:
         src = source(d)
-        p = pseudo_query_pairs(src, n_apis=args.pseudo_apis, negatives_per_query=args.negatives, seed=args.seed)
+        p = pseudo_query_pairs(
+            src, n_apis=n_apis, negatives_per_query=negatives, seed=seed, mask_description=mask_description
+        )
         pairs += p
-        sources.setdefault(src.name, {})["pseudo_queries"] = args.pseudo_apis
-        _out(f"{src.name}: {len(p)} pseudo-query pairs from {min(args.pseudo_apis, len(src.catalog))} APIs")
+        entry = recipe.setdefault(src.name, {})
+        entry["pseudo_queries"] = n_apis
+        if mask_description:
+            entry["pseudo_mask_description"] = True
+        _out(f"{src.name}: {len(p)} pseudo-query pairs from {min(n_apis, len(src.catalog))} APIs")
+    return pairs, seen, recipe
+
+
+def cmd_train_reranker(args: argparse.Namespace) -> int:
+    from toolrerank_plugins.rerank.training import train_cross_encoder
+
+    source = source_loader(args.split, _engine_map(args.engine), args.first_stage)
+    pairs, seen, sources = collect_pairs(
+        source,
+        [(d, args.max_queries, args.negatives) for d in args.data or []],
+        [(d, args.pseudo_apis, args.negatives) for d in args.pseudo_from or []],
+        negative_depth=args.negative_depth,
+        seed=args.seed,
+    )
     prior = Path(args.base_model) / "toolrerank_reranker.json"
     if prior.is_file():  # continuing a trained reranker: it has seen what it saw before too
         before = json.loads(prior.read_text(encoding="utf-8"))
