@@ -1,4 +1,11 @@
-"""The engine: a first-stage retriever plus a pipeline of stages over a tool catalog."""
+"""The engine: one first stage plus a pipeline of stages over a tool catalog.
+
+How the pieces fit (see ``docs/engine.md``, "Architecture"): :class:`Engine` owns the catalog, one
+:class:`~toolrerank_plugins.retrieval.base.FirstStage` and a list of
+:class:`~toolrerank_plugins.stages.Stage`; stages see it only through a
+:class:`~toolrerank_plugins.stages.StageContext`; :mod:`~toolrerank_plugins.persistence` reads and writes
+the parts and the engine assembles itself from them (:meth:`Engine.from_parts`).
+"""
 
 from __future__ import annotations
 
@@ -8,43 +15,27 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import TYPE_CHECKING, Any
 
 from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.config import EngineConfig, RetrieverName
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.errors import ConfigError
-from toolrerank_plugins.records import ScoredTool, ToolSpec, rerank
-from toolrerank_plugins.render import RenderConfig, render_tool
-from toolrerank_plugins.retrieval.base import Hit
-from toolrerank_plugins.retrieval.bm25 import BM25Config, BM25Retriever
-from toolrerank_plugins.retrieval.dense import DenseConfig, DenseRetriever
-from toolrerank_plugins.retrieval.hybrid import HybridConfig, rrf_fuse
-from toolrerank_plugins.stages import Stage, StageSpec, build_stage
+from toolrerank_plugins.persistence import read_engine, write_engine
+from toolrerank_plugins.records import ScoredTool, ToolSpec, renumber
+from toolrerank_plugins.render import render_tool
+from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, Hit, get_first_stage_type
+from toolrerank_plugins.stages import Stage, StageContext, as_stage, build_stage
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from toolrerank_plugins.retrieval.bm25 import BM25Retriever
+    from toolrerank_plugins.retrieval.dense import DenseRetriever
 
 logger = logging.getLogger(__name__)
 
-RetrieverName = Literal["dense", "bm25", "hybrid"]
-
-
-class EngineConfig(BaseModel):
-    """Everything that defines an engine; saved as ``config.json``.
-
-    Example:
-        >>> EngineConfig(retriever="bm25", candidate_k=30).retriever
-        'bm25'
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    retriever: RetrieverName = "dense"
-    candidate_k: int = Field(50, ge=1, description="first-stage depth handed to the stages")
-    render: RenderConfig = Field(default_factory=RenderConfig)
-    dense: DenseConfig = Field(default_factory=DenseConfig)
-    bm25: BM25Config = Field(default_factory=BM25Config)
-    hybrid: HybridConfig = Field(default_factory=HybridConfig)
-    stages: list[StageSpec] = Field(default_factory=list)
+__all__ = ["Engine", "EngineConfig", "RetrieverName", "SearchResult"]
 
 
 @dataclass
@@ -75,17 +66,88 @@ def _checked_queries(queries: Sequence[str], top_k: int) -> list[str]:
     return out
 
 
-def _finish(res: SearchResult, top_k: int) -> SearchResult:
+def _finish(res: SearchResult, top_k: int, exclude: frozenset[str]) -> SearchResult:
+    if exclude:
+        res.results = renumber([r for r in res.results if r.id not in exclude])
     res.results = res.results[:top_k]
     res.timings_ms["total"] = sum(res.timings_ms.values())
     return res
+
+
+def _compose(transforms: list[DocTransform]) -> DocTransform | None:
+    if not transforms:
+        return None
+    if len(transforms) == 1:
+        return transforms[0]
+
+    def composed(ids: list[str], emb: np.ndarray) -> np.ndarray:
+        for t in transforms:
+            emb = t(ids, emb)
+        return emb
+
+    return composed
+
+
+class _EngineContext(StageContext):
+    """The engine as its stages see it (see :class:`~toolrerank_plugins.stages.StageContext`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._names: frozenset[str] | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._engine.catalog
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._engine.embedder
+
+    @property
+    def depth(self) -> int:
+        return self._engine.config.candidate_k
+
+    @property
+    def has_embeddings(self) -> bool:
+        return self._engine.first_stage.has_embeddings
+
+    @property
+    def encoder_path(self) -> str | None:
+        return self._engine.config.dense.model_name_or_path if self.has_embeddings else None
+
+    @property
+    def llm(self) -> Any:
+        return self._engine.llm
+
+    def render(self, spec: ToolSpec) -> str:
+        return self._engine.render(spec)
+
+    def retrieve(self, queries: Sequence[str], depth: int) -> list[list[ScoredTool]]:
+        return self._engine.retrieve(queries, depth)
+
+    def cached_embeddings(self, ids: Sequence[str]) -> np.ndarray | None:
+        return self._engine.first_stage.embeddings_for(ids)
+
+    def known_names(self) -> frozenset[str]:
+        if self._names is None:
+            names: set[str] = set()
+            for spec in self.catalog:
+                names.add(spec.name.lower())
+                if spec.tool:
+                    names.add(spec.tool.lower())
+            self._names = frozenset(names)
+        return self._names
+
+    def index_changed(self) -> None:
+        self._names = None
 
 
 class Engine:
     """Search a tool catalog: ``search(query, top_k)``, ``search_batch``, and async twins.
 
     Build with :meth:`build`, persist with :meth:`save` / :meth:`load`, update incrementally with
-    :meth:`add`, :meth:`update` and :meth:`remove`.
+    :meth:`add`, :meth:`update` and :meth:`remove`. An engine is one first stage
+    (:attr:`first_stage`, named by ``config.retriever``) plus :attr:`stages`.
 
     Example:
         >>> from toolrerank_plugins.testing import tiny_catalog
@@ -95,15 +157,20 @@ class Engine:
         ('SkyCast', 1, ['bm25'])
     """
 
-    def __init__(self, catalog: Catalog, config: EngineConfig, *, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self, catalog: Catalog, config: EngineConfig, first_stage: FirstStage, *, embedder: Embedder | None = None
+    ) -> None:
         if len(catalog) == 0:
             raise ConfigError("cannot build an engine over an empty catalog; load or add at least one API")
         self.catalog = catalog
         self.config = config
+        self.first_stage = first_stage
         self._embedder = embedder
-        self.dense: DenseRetriever | None = None
-        self.bm25: BM25Retriever | None = None
-        self.stages: list[Stage] = []
+        self._stages: list[Stage] = []
+        self._transform_installed = False
+        #: An LLM for the LLM stages when none is registered under their ``llm`` name (set by the user).
+        self.llm: Any = None
+        self.context: StageContext = _EngineContext(self)
 
     # -- construction ----------------------------------------------------------------------------
     @classmethod
@@ -116,34 +183,70 @@ class Engine:
         embedding_cache: dict[str, Any] | None = None,
     ) -> Engine:
         """Index ``catalog`` with the configured first stage and build the configured stages."""
-        self = cls(catalog, config or EngineConfig(), embedder=embedder)
+        config = config or EngineConfig()
+        if len(catalog) == 0:
+            raise ConfigError("cannot build an engine over an empty catalog; load or add at least one API")
+        first_stage = get_first_stage_type(config.retriever).build(config, embedder)
         ids = catalog.ids
-        texts = [self.render(catalog[i]) for i in ids]
-        if self.config.retriever in ("dense", "hybrid"):
-            self.dense = DenseRetriever(self.config.dense, embedder=embedder)
-            self.dense.index(ids, texts, cache=embedding_cache)
-        if self.config.retriever in ("bm25", "hybrid"):
-            self.bm25 = BM25Retriever(self.config.bm25)
-            self.bm25.index(ids, texts)
-        self.stages = [build_stage(spec, self) for spec in self.config.stages]
-        self._notify_index()
+        first_stage.index(ids, [render_tool(catalog[i], config.render) for i in ids], cache=embedding_cache)
+        return cls.from_parts(catalog, config, first_stage, embedder=embedder)
+
+    @classmethod
+    def from_parts(
+        cls,
+        catalog: Catalog,
+        config: EngineConfig,
+        first_stage: FirstStage,
+        *,
+        stage_dirs: Sequence[Path | None] | None = None,
+        embedder: Embedder | None = None,
+    ) -> Engine:
+        """Assemble an engine from an indexed first stage: build ``config.stages`` (from their saved folders
+        when ``stage_dirs`` is given) and let them see the index."""
+        self = cls(catalog, config, first_stage, embedder=embedder)
+        dirs = list(stage_dirs) if stage_dirs is not None else [None] * len(config.stages)
+        if len(dirs) != len(config.stages):
+            raise ConfigError(f"{len(dirs)} stage folders for {len(config.stages)} configured stages")
+        self._stages = [build_stage(spec, self.context, d) for spec, d in zip(config.stages, dirs)]
+        self._index_changed()
         return self
+
+    @property
+    def stages(self) -> list[Stage]:
+        return self._stages
+
+    @stages.setter
+    def stages(self, stages: Iterable[Any]) -> None:
+        self.set_stages(stages)
+
+    def set_stages(self, stages: Iterable[Any]) -> None:
+        """Replace the stage pipeline with already-built stages (e.g. from a tuning script); each then sees
+        the index (``on_index``). ``config.stages`` is not changed."""
+        self._stages = [as_stage(s) for s in stages]
+        self._index_changed()
 
     def render(self, spec: ToolSpec) -> str:
         """The text models see for ``spec`` (see :func:`~toolrerank_plugins.render.render_tool`)."""
         return render_tool(spec, self.config.render)
 
-    def _notify_index(self) -> None:
-        for stage in self.stages:
-            hook = getattr(stage, "on_index", None)
-            if hook is not None:
-                hook(self)
+    def _index_changed(self) -> None:
+        """After the index is built, loaded or changed: stages see it, then document transforms apply."""
+        ctx = self.context
+        if isinstance(ctx, _EngineContext):
+            ctx.index_changed()
+        for stage in self._stages:
+            stage.on_index(ctx)
+        transform = _compose([t for s in self._stages if (t := s.document_transform()) is not None])
+        if transform is not None or self._transform_installed:
+            self.first_stage.set_document_transform(transform)
+            self._transform_installed = transform is not None
 
     @property
     def embedder(self) -> Embedder:
         """The bi-encoder (for stages that need embeddings: hierarchy similarity, TGR, ...)."""
-        if self.dense is not None:
-            return self.dense.embedder
+        encoder = self.first_stage.encoder
+        if encoder is not None:
+            return encoder
         if self._embedder is None:
             from toolrerank_plugins.encoders import SentenceTransformerEmbedder
 
@@ -153,131 +256,124 @@ class Engine:
             )
         return self._embedder
 
+    @property
+    def dense(self) -> DenseRetriever | None:
+        """The dense retriever inside the first stage, if any (read-only convenience)."""
+        return self.first_stage.parts.get("dense")  # type: ignore[return-value]
+
+    @property
+    def bm25(self) -> BM25Retriever | None:
+        """The BM25 retriever inside the first stage, if any (read-only convenience)."""
+        return self.first_stage.parts.get("bm25")  # type: ignore[return-value]
+
     # -- first stage -----------------------------------------------------------------------------
     def retrieve(self, queries: Sequence[str], top_k: int) -> list[list[ScoredTool]]:
         """First-stage retrieval only (stages use this to re-retrieve for rewritten queries)."""
-        hits = self._first_stage(list(queries), top_k)
-        return [self._to_scored(h, self.config.retriever) for h in hits]
+        hits = self.first_stage.search(list(queries), top_k) if queries else []
+        return [self._to_scored(h) for h in hits]
 
-    def _first_stage(self, queries: list[str], depth: int) -> list[list[Hit] | list[tuple[str, float, dict]]]:
-        kind = self.config.retriever
-        if kind == "dense":
-            assert self.dense is not None
-            return list(self.dense.search(queries, depth))
-        if kind == "bm25":
-            assert self.bm25 is not None
-            return list(self.bm25.search(queries, depth))
-        assert self.dense is not None and self.bm25 is not None
-        hc = self.config.hybrid
-        deep = max(depth, hc.candidates)
-        dense_hits = self.dense.search(queries, deep)
-        bm25_hits = self.bm25.search(queries, deep)
-        out: list[Any] = []
-        for dh, bh in zip(dense_hits, bm25_hits):
-            fused = rrf_fuse([(dh, hc.dense_weight), (bh, hc.bm25_weight)], rrf_k=hc.rrf_k, top_k=depth)
-            dmap, bmap = dict(dh), dict(bh)
-            out.append(
-                [
-                    (
-                        tid,
-                        score,
-                        {
-                            **({"dense": dmap[tid]} if tid in dmap else {}),
-                            **({"bm25": bmap[tid]} if tid in bmap else {}),
-                        },
-                    )
-                    for tid, score in fused
-                ]
-            )
-        return out
-
-    def _to_scored(self, hits: Sequence[Any], stage: str) -> list[ScoredTool]:
+    def _to_scored(self, hits: Sequence[Hit]) -> list[ScoredTool]:
+        stage = self.config.retriever
         out = []
         for rank, hit in enumerate(hits, start=1):
-            tid, score = hit[0], hit[1]
-            extra = hit[2] if len(hit) > 2 else {}
-            spec = self.catalog.get(tid)
+            spec = self.catalog.get(hit.id)
             if spec is None:  # index out of sync with catalog: never return a ghost API
-                logger.warning("index returned unknown id %r; skipped", tid)
+                logger.warning("index returned unknown id %r; skipped", hit.id)
                 continue
-            out.append(ScoredTool(spec, float(score), rank, {**extra, stage: float(score)}))
-        return rerank(out) if len(out) != len(hits) else out
+            out.append(ScoredTool(spec, float(hit.score), rank, {**hit.scores, stage: float(hit.score)}))
+        return renumber(out) if len(out) != len(hits) else out
 
     # -- search ----------------------------------------------------------------------------------
-    def search(self, query: str, top_k: int = 5) -> list[ScoredTool]:
-        """The ``top_k`` best APIs for ``query``, best first."""
-        return self.search_detailed(query, top_k).results
+    def _excluded(self, exclude: Iterable[str]) -> frozenset[str]:
+        if isinstance(exclude, str):
+            raise TypeError("exclude must be an iterable of API ids, not a single string")
+        return frozenset(exclude)
 
-    def search_batch(self, queries: Sequence[str], top_k: int = 5) -> list[list[ScoredTool]]:
-        return [r.results for r in self.search_batch_detailed(queries, top_k)]
+    def _depth(self, top_k: int, exclude: frozenset[str]) -> int:
+        """First-stage depth: ``top_k`` (at least ``candidate_k`` with stages), deeper by the excluded ids."""
+        wanted = top_k + sum(1 for t in exclude if t in self.catalog)
+        return max(wanted, self.config.candidate_k) if self._stages else wanted
 
-    def search_detailed(self, query: str, top_k: int = 5) -> SearchResult:
-        return self.search_batch_detailed([query], top_k)[0]
+    def search(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = ()) -> list[ScoredTool]:
+        """The ``top_k`` best APIs for ``query``, best first; ids in ``exclude`` are never returned (the
+        search goes that much deeper, so ``top_k`` results still come back when the catalog has them)."""
+        return self.search_detailed(query, top_k, exclude=exclude).results
 
-    def search_batch_detailed(self, queries: Sequence[str], top_k: int = 5) -> list[SearchResult]:
+    def search_batch(
+        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = ()
+    ) -> list[list[ScoredTool]]:
+        return [r.results for r in self.search_batch_detailed(queries, top_k, exclude=exclude)]
+
+    def search_detailed(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = ()) -> SearchResult:
+        return self.search_batch_detailed([query], top_k, exclude=exclude)[0]
+
+    def search_batch_detailed(
+        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = ()
+    ) -> list[SearchResult]:
         """Rankings with per-stage traces and timings (first-stage encoding is batched)."""
         queries = _checked_queries(queries, top_k)
+        skip = self._excluded(exclude)
         if not queries:
             return []
-        depth = max(top_k, self.config.candidate_k) if self.stages else top_k
+        depth = self._depth(top_k, skip)
         t0 = time.perf_counter()
-        first = self._first_stage(queries, depth)
+        first = self.first_stage.search(queries, depth)
         first_ms = (time.perf_counter() - t0) * 1000 / len(queries)
         results = []
         for q, hits in zip(queries, first):
-            res = SearchResult(q, self._to_scored(hits, self.config.retriever), timings_ms={"first_stage": first_ms})
-            results.append(_finish(self._run_stages(res), top_k))
+            res = SearchResult(q, self._to_scored(hits), timings_ms={"first_stage": first_ms})
+            results.append(_finish(self._run_stages(res), top_k, skip))
         return results
 
-    async def asearch(self, query: str, top_k: int = 5) -> list[ScoredTool]:
+    async def asearch(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = ()) -> list[ScoredTool]:
         """Async twin of :meth:`search` (same results)."""
-        return (await self.asearch_detailed(query, top_k)).results
+        return (await self.asearch_detailed(query, top_k, exclude=exclude)).results
 
-    async def asearch_batch(self, queries: Sequence[str], top_k: int = 5) -> list[list[ScoredTool]]:
-        return [r.results for r in await self.asearch_batch_detailed(queries, top_k)]
+    async def asearch_batch(
+        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = ()
+    ) -> list[list[ScoredTool]]:
+        return [r.results for r in await self.asearch_batch_detailed(queries, top_k, exclude=exclude)]
 
-    async def asearch_detailed(self, query: str, top_k: int = 5) -> SearchResult:
-        return (await self.asearch_batch_detailed([query], top_k))[0]
+    async def asearch_detailed(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = ()) -> SearchResult:
+        return (await self.asearch_batch_detailed([query], top_k, exclude=exclude))[0]
 
-    async def asearch_batch_detailed(self, queries: Sequence[str], top_k: int = 5) -> list[SearchResult]:
-        """Async twin: stages with an ``arun`` (LLM stages) run natively async, CPU work in a thread."""
-        if not any(hasattr(s, "arun") for s in self.stages):
-            return await asyncio.to_thread(self.search_batch_detailed, queries, top_k)
+    async def asearch_batch_detailed(
+        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = ()
+    ) -> list[SearchResult]:
+        """Async twin: natively async stages (LLM stages) are awaited, CPU work runs in a thread."""
+        if not any(s.native_async for s in self._stages):
+            return await asyncio.to_thread(self.search_batch_detailed, queries, top_k, exclude=exclude)
         queries = _checked_queries(queries, top_k)
+        skip = self._excluded(exclude)
         if not queries:
             return []
-        depth = max(top_k, self.config.candidate_k)
+        depth = self._depth(top_k, skip)
         t0 = time.perf_counter()
-        first = await asyncio.to_thread(self._first_stage, queries, depth)
+        first = await asyncio.to_thread(self.first_stage.search, queries, depth)
         first_ms = (time.perf_counter() - t0) * 1000 / len(queries)
 
-        async def one(q: str, hits: Any) -> SearchResult:
-            res = SearchResult(q, self._to_scored(hits, self.config.retriever), timings_ms={"first_stage": first_ms})
-            return _finish(await self._arun_stages(res), top_k)
+        async def one(q: str, hits: list[Hit]) -> SearchResult:
+            res = SearchResult(q, self._to_scored(hits), timings_ms={"first_stage": first_ms})
+            return _finish(await self._arun_stages(res), top_k, skip)
 
         return list(await asyncio.gather(*(one(q, h) for q, h in zip(queries, first))))
 
     def _run_stages(self, res: SearchResult) -> SearchResult:
         """Each stage in turn over ``res.results``, recording its trace and time in ``res``."""
-        for stage in self.stages:
+        for stage in self._stages:
             t = time.perf_counter()
             trace: dict[str, Any] = {}
-            res.results = rerank(stage.run(res.query, res.results, self, trace))
+            res.results = renumber(stage.run(res.query, res.results, self.context, trace))
             res.trace[stage.name] = trace
             res.timings_ms[stage.name] = (time.perf_counter() - t) * 1000
         return res
 
     async def _arun_stages(self, res: SearchResult) -> SearchResult:
-        """Async twin of :meth:`_run_stages`: ``arun`` stages are awaited, the others run in a thread."""
-        for stage in self.stages:
+        """Async twin of :meth:`_run_stages` (:meth:`Stage.arun` runs sync stages in a thread)."""
+        for stage in self._stages:
             t = time.perf_counter()
             trace: dict[str, Any] = {}
-            arun = getattr(stage, "arun", None)
-            if arun is not None:
-                out = await arun(res.query, res.results, self, trace)
-            else:
-                out = await asyncio.to_thread(stage.run, res.query, res.results, self, trace)
-            res.results = rerank(out)
+            res.results = renumber(await stage.arun(res.query, res.results, self.context, trace))
             res.trace[stage.name] = trace
             res.timings_ms[stage.name] = (time.perf_counter() - t) * 1000
         return res
@@ -307,7 +403,7 @@ class Engine:
         self, query: str, candidates: Sequence[ToolSpec | ScoredTool], top_k: int | None = None
     ) -> list[ScoredTool]:
         """Async twin of :meth:`rerank` (same results): ``arun`` stages run natively, others in a thread."""
-        if not any(hasattr(s, "arun") for s in self.stages):
+        if not any(s.native_async for s in self._stages):
             return await asyncio.to_thread(self.rerank, query, candidates, top_k)
         res = await self._arun_stages(SearchResult(query, self._rerank_inputs(query, candidates, top_k)))
         return res.results if top_k is None else res.results[:top_k]
@@ -337,48 +433,48 @@ class Engine:
     def add(self, specs: Iterable[ToolSpec]) -> None:
         """Add new APIs; only their texts are encoded."""
         added = self.catalog.add(specs)
-        ids = [s.id for s in added]
-        texts = [self.render(s) for s in added]
-        if self.dense is not None:
-            self.dense.add(ids, texts)
-        if self.bm25 is not None:
-            self.bm25.add(ids, texts)
-        self._notify_index()
+        self.first_stage.add([s.id for s in added], [self.render(s) for s in added])
+        self._index_changed()
 
     def update(self, specs: Iterable[ToolSpec]) -> None:
         """Replace APIs by id; only the changed texts are re-encoded."""
         updated = self.catalog.update(specs)
         ids = [s.id for s in updated]
-        for r in (self.dense, self.bm25):
-            if r is not None:
-                r.remove(ids)
-                r.add(ids, [self.render(s) for s in updated])
-        self._notify_index()
+        for part in self.first_stage.parts.values():
+            part.remove(ids)
+            part.add(ids, [self.render(s) for s in updated])
+        self._index_changed()
 
     def remove(self, tool_ids: Iterable[str]) -> None:
         """Remove APIs by id (nothing is re-encoded)."""
         ids = self.catalog.remove(tool_ids)
         if len(self.catalog) == 0:
             logger.warning("engine catalog is now empty; searches return no results")
-        for r in (self.dense, self.bm25):
-            if r is not None:
-                r.remove(ids)
-        self._notify_index()
+        self.first_stage.remove(ids)
+        self._index_changed()
 
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write the engine to a directory of non-pickle files, atomically (see :mod:`.persistence`)."""
-        from toolrerank_plugins.persistence import save_engine
-
-        return save_engine(self, Path(path), overwrite=overwrite)
+        return write_engine(
+            Path(path),
+            catalog=self.catalog,
+            config=self.config,
+            first_stage=self.first_stage,
+            stages=self._stages,
+            overwrite=overwrite,
+        )
 
     @classmethod
-    def load(cls, path: str | Path, *, embedder: Embedder | None = None) -> Engine:
-        """Load a saved engine; a corrupt, foreign or newer-format directory raises PersistenceError."""
-        from toolrerank_plugins.persistence import load_engine
+    def load(cls, path: str | Path, *, embedder: Embedder | None = None, verify: bool = True) -> Engine:
+        """Load a saved engine; a corrupt, foreign or newer-format directory raises PersistenceError.
 
-        return load_engine(Path(path), embedder=embedder)
+        ``verify=False`` skips the manifest's checksums (faster on large engines you trust)."""
+        parts = read_engine(Path(path), embedder=embedder, verify=verify)
+        return cls.from_parts(
+            parts.catalog, parts.config, parts.first_stage, stage_dirs=parts.stage_dirs, embedder=embedder
+        )
 
     def __repr__(self) -> str:
-        stages = ", ".join(s.name for s in self.stages) or "none"
+        stages = ", ".join(s.name for s in self._stages) or "none"
         return f"Engine({len(self.catalog)} APIs, retriever={self.config.retriever}, stages=[{stages}])"

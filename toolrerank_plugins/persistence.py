@@ -1,5 +1,9 @@
 """Saving and loading engines as a directory of non-pickle files, written atomically.
 
+This module reads and writes an engine's *parts* (:class:`EngineParts`); it does not know the
+:class:`~toolrerank_plugins.engine.Engine` class, which saves itself through :func:`write_engine` and
+assembles itself from :func:`read_engine` (``Engine.from_parts``).
+
 Layout::
 
     engine_dir/
@@ -18,17 +22,21 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolrerank_plugins._version import FORMAT_VERSION, __version__
 from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.config import EngineConfig
 from toolrerank_plugins.errors import CatalogError, PersistenceError
-from toolrerank_plugins.loaders.jsonl import load_edges, load_tools_jsonl, write_tools_jsonl
+from toolrerank_plugins.loaders.jsonl import load_edges, load_tools_jsonl, write_edges, write_tools_jsonl
+from toolrerank_plugins.retrieval.base import FirstStage, get_first_stage_type
+from toolrerank_plugins.stages import Stage
 
 if TYPE_CHECKING:
     from toolrerank_plugins.encoders import Embedder
-    from toolrerank_plugins.engine import Engine
 
 LIBRARY = "toolrerank-plugins"
 
@@ -46,7 +54,29 @@ def _stage_dir(root: Path, i: int, name: str) -> Path:
     return root / "stages" / f"{i:02d}-{safe}"
 
 
-def save_engine(engine: Engine, path: Path, *, overwrite: bool = False) -> Path:
+@dataclass
+class EngineParts:
+    """What an engine directory holds, read back by :func:`read_engine`; ``Engine.from_parts`` assembles them.
+
+    ``stage_dirs[i]`` is stage ``i``'s folder when it saved files, else None.
+    """
+
+    catalog: Catalog
+    config: EngineConfig
+    first_stage: FirstStage
+    stage_dirs: list[Path | None]
+
+
+def write_engine(
+    path: Path,
+    *,
+    catalog: Catalog,
+    config: EngineConfig,
+    first_stage: FirstStage,
+    stages: Sequence[Stage],
+    overwrite: bool = False,
+) -> Path:
+    """Write an engine's parts to ``path`` atomically (a temporary sibling folder renamed into place)."""
     path = Path(path)
     if path.exists() and not overwrite:
         raise PersistenceError(f"{path} already exists; pass overwrite=True to replace it")
@@ -57,40 +87,24 @@ def save_engine(engine: Engine, path: Path, *, overwrite: bool = False) -> Path:
     os.umask(umask)
     os.chmod(tmp, 0o777 & ~umask)
     try:
-        write_tools_jsonl(engine.catalog, tmp / "tools.jsonl")
-        with (tmp / "edges.jsonl").open("w", encoding="utf-8") as fh:
-            for e in engine.catalog.edges:
-                fh.write(
-                    json.dumps(
-                        {
-                            "source": e.source,
-                            "target": e.target,
-                            "type": e.type,
-                            "origin": e.origin,
-                            "weight": e.weight,
-                        }
-                    )
-                    + "\n"
-                )
-        if engine.dense is not None:
-            engine.dense.save(tmp / "dense")
-        if engine.bm25 is not None:
-            engine.bm25.save(tmp / "bm25")
-        for i, stage in enumerate(engine.stages):
-            saver = getattr(stage, "save", None)
-            if saver is not None:
-                d = _stage_dir(tmp, i, stage.name)
-                d.mkdir(parents=True, exist_ok=True)
-                saver(d)
-        config = {
+        write_tools_jsonl(catalog, tmp / "tools.jsonl")
+        write_edges(catalog.edges, tmp / "edges.jsonl")
+        first_stage.save(tmp)
+        for i, stage in enumerate(stages):
+            d = _stage_dir(tmp, i, stage.name)
+            d.mkdir(parents=True, exist_ok=True)
+            stage.save(d)
+            if not any(d.iterdir()):  # a stage with nothing to save loads with path=None
+                d.rmdir()
+        meta = {
             "library": LIBRARY,
             "library_version": __version__,
             "format_version": FORMAT_VERSION,
-            "engine": engine.config.model_dump(mode="json"),
-            "seen_tools": sorted(engine.catalog.seen_tools),
-            "n_apis": len(engine.catalog),
+            "engine": config.model_dump(mode="json"),
+            "seen_tools": sorted(catalog.seen_tools),
+            "n_apis": len(catalog),
         }
-        (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+        (tmp / "config.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
         files = {
             str(p.relative_to(tmp)): {"sha256": _sha256(p), "size": p.stat().st_size}
             for p in sorted(tmp.rglob("*"))
@@ -151,12 +165,8 @@ def verify_manifest(path: Path) -> None:
             raise PersistenceError(f"{f}: checksum mismatch; the file is corrupt or was edited")
 
 
-def load_engine(path: Path, *, embedder: Embedder | None = None, verify: bool = True) -> Engine:
-    from toolrerank_plugins.engine import Engine, EngineConfig
-    from toolrerank_plugins.retrieval.bm25 import BM25Retriever
-    from toolrerank_plugins.retrieval.dense import DenseRetriever
-    from toolrerank_plugins.stages import build_stage
-
+def read_engine(path: Path, *, embedder: Embedder | None = None, verify: bool = True) -> EngineParts:
+    """Read and check an engine directory's parts (config, manifest, catalog, first stage, stage folders)."""
     path = Path(path)
     cfg = read_config(path)
     if verify:
@@ -171,16 +181,11 @@ def load_engine(path: Path, *, embedder: Embedder | None = None, verify: bool = 
         catalog = Catalog(specs, edges=edges, seen_tools=cfg.get("seen_tools") or [], source=str(path / "tools.jsonl"))
     except CatalogError as exc:
         raise PersistenceError(f"{path}: saved catalog is invalid: {exc}") from exc
-    engine = Engine(catalog, config, embedder=embedder)
-    if config.retriever in ("dense", "hybrid"):
-        engine.dense = DenseRetriever.load(path / "dense", config.dense, embedder=embedder)
-        if engine.dense.ids != catalog.ids:
-            raise PersistenceError(f"{path}: dense index ids do not match tools.jsonl")
-    if config.retriever in ("bm25", "hybrid"):
-        engine.bm25 = BM25Retriever.load(path / "bm25", config.bm25)
-    engine.stages = []
+    first_stage = get_first_stage_type(config.retriever).load(path, config, embedder)
+    if first_stage.has_embeddings and first_stage.ids != catalog.ids:
+        raise PersistenceError(f"{path}: dense index ids do not match tools.jsonl")
+    stage_dirs: list[Path | None] = []
     for i, spec in enumerate(config.stages):
         d = _stage_dir(path, i, spec.label)
-        engine.stages.append(build_stage(spec, engine, d if d.exists() else None))
-    engine._notify_index()
-    return engine
+        stage_dirs.append(d if d.exists() else None)
+    return EngineParts(catalog, config, first_stage, stage_dirs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -134,9 +135,15 @@ class ScoredTool:
         }
 
 
-def rerank(items: Sequence[ScoredTool]) -> list[ScoredTool]:
+def renumber(items: Sequence[ScoredTool]) -> list[ScoredTool]:
     """Renumber ranks 1..n in the given order (stages reorder, then call this)."""
     return [ScoredTool(s.tool, s.score, i, s.stage_scores) for i, s in enumerate(items, start=1)]
+
+
+def rerank(items: Sequence[ScoredTool]) -> list[ScoredTool]:
+    """Deprecated name of :func:`renumber` (it only renumbers; :meth:`Engine.rerank` runs stages)."""
+    warnings.warn("toolrerank_plugins.records.rerank() is deprecated; use renumber()", DeprecationWarning, stacklevel=2)
+    return renumber(items)
 
 
 @dataclass(frozen=True, slots=True)

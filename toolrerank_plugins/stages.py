@@ -1,26 +1,67 @@
-"""The stage interface and registry: everything after first-stage retrieval is a stage.
+"""What a stage is, what it may use, and how it is named in a config: read this file to write a stage.
 
-A stage reorders (or, for LLM stages, re-retrieves) the candidate list of one query. Stages are named in
-:class:`~toolrerank_plugins.engine.EngineConfig` by ``type`` and built from the registry; an unknown type
-raises and lists the known ones. Stage types from other modules register lazily by ``"module:attr"`` so
-that importing the core stays light.
+A *stage* reorders (or, for LLM stages, re-retrieves) the candidate list of one query after the first
+stage. Subclass :class:`Stage` and implement :meth:`Stage.run`; everything else has a working default.
+A stage never sees the engine: it gets a :class:`StageContext`, which exposes exactly what stages may use
+(the catalog, the text models see, the bi-encoder, first-stage retrieval, cached document embeddings and
+the first-stage depth).
+
+Stages are named in :class:`~toolrerank_plugins.config.EngineConfig` by ``type`` (a :class:`StageSpec`)
+and built from the registry; an unknown type raises and lists the known ones. Stage types from other
+modules register lazily by ``"module:attr"`` so that importing the core stays light.
+
+Example:
+    >>> from pydantic import BaseModel
+    >>> class Reverse(Stage):
+    ...     name = "reverse"
+    ...     def run(self, query, candidates, ctx, trace):
+    ...         trace["n"] = len(candidates)
+    ...         return list(reversed(candidates))
+    >>> class NoParams(BaseModel):
+    ...     pass
+    >>> register_stage_type("reverse_doc", StageType(NoParams, lambda cfg, ctx, path: Reverse()), replace=True)
+    >>> from toolrerank_plugins import Engine, EngineConfig
+    >>> from toolrerank_plugins.testing import tiny_catalog
+    >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25", stages=[{"type": "reverse_doc"}]))
+    >>> len(engine.search("send an email", top_k=3))
+    3
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+import asyncio
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolrerank_plugins._extras import import_object
 from toolrerank_plugins.errors import ConfigError
-from toolrerank_plugins.records import ScoredTool
+from toolrerank_plugins.records import ScoredTool, ToolSpec
+from toolrerank_plugins.retrieval.base import DocTransform
 
 if TYPE_CHECKING:
-    from toolrerank_plugins.engine import Engine
+    import numpy as np
+
+    from toolrerank_plugins.catalog import Catalog
+    from toolrerank_plugins.encoders import Embedder
+
+__all__ = [
+    "DocTransform",
+    "Stage",
+    "StageContext",
+    "StageSpec",
+    "StageType",
+    "as_stage",
+    "build_stage",
+    "get_stage_type",
+    "known_stage_types",
+    "register_stage_type",
+]
 
 
 class StageSpec(BaseModel):
@@ -37,31 +78,167 @@ class StageSpec(BaseModel):
         return self.name or self.type
 
 
-@runtime_checkable
-class Stage(Protocol):
-    """Reorders the candidates of one query.
+class StageContext(ABC):
+    """Everything a stage may use. The engine implements it; a stage never touches engine attributes.
 
-    ``trace`` is this stage's own dict in the query's trace: write what a user asking "why?" needs
-    (and LLM usage counters). Optional methods an engine calls when present:
-    ``arun`` (async twin), ``save(path)``, ``on_index(engine)`` (after the index is built or changed).
+    ``depth`` is the first-stage depth (how many candidates the stages receive); ``has_embeddings`` says
+    whether the first stage holds document vectors (dense or hybrid), which is what a
+    :meth:`Stage.document_transform` changes.
     """
 
-    name: str
+    @property
+    @abstractmethod
+    def catalog(self) -> Catalog: ...
+
+    @property
+    @abstractmethod
+    def embedder(self) -> Embedder:
+        """The bi-encoder (loaded on first use when the first stage has none)."""
+
+    @property
+    @abstractmethod
+    def depth(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def has_embeddings(self) -> bool: ...
+
+    @property
+    @abstractmethod
+    def encoder_path(self) -> str | None:
+        """The dense encoder's configured model (name or folder) when the first stage is dense-based."""
+
+    @property
+    @abstractmethod
+    def llm(self) -> Any:
+        """An LLM the user attached to the engine (``engine.llm = ...``), or None."""
+
+    @abstractmethod
+    def render(self, spec: ToolSpec) -> str:
+        """The text models see for ``spec``."""
+
+    @abstractmethod
+    def retrieve(self, queries: Sequence[str], depth: int) -> list[list[ScoredTool]]:
+        """First-stage retrieval only, one ranking per query (for rewritten or generated queries)."""
+
+    @abstractmethod
+    def cached_embeddings(self, ids: Sequence[str]) -> np.ndarray | None:
+        """Raw document embeddings of ``ids`` from the first stage's index, or None if any is not there."""
+
+    def embeddings(self, ids: Sequence[str]) -> np.ndarray:
+        """Raw document embeddings of ``ids``: cached rows where the first stage has them, else encoded."""
+        cached = self.cached_embeddings(ids)
+        if cached is not None:
+            return cached
+        return self.embedder.encode([self.render(self.catalog[i]) for i in ids])
+
+    @abstractmethod
+    def known_names(self) -> frozenset[str]:
+        """Lower-cased API and tool names of the catalog (cached until the catalog changes)."""
+
+
+class Stage(ABC):
+    """Reorders the candidates of one query. Only :meth:`run` is required.
+
+    ``trace`` is this stage's own dict in the query's trace: write what a user asking "why?" needs
+    (and LLM usage counters). The engine calls the other methods at these moments:
+
+    - :meth:`arun`: the async twin of :meth:`run` (default: :meth:`run` in a worker thread);
+    - :meth:`on_index`: after the index is built, loaded or changed (add/update/remove);
+    - :meth:`document_transform`: after every :meth:`on_index`; a stage that changes document vectors
+      (TGR's graph convolution) returns ``f(ids, embeddings) -> embeddings`` and the engine installs it
+      in the first stage (which re-indexes from its cached raw vectors);
+    - :meth:`save` / the factory's ``path``: the stage's own files in the saved engine directory.
+    """
+
+    name: str = "stage"
+
+    @abstractmethod
+    def run(
+        self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
+    ) -> list[ScoredTool]: ...
+
+    async def arun(
+        self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
+    ) -> list[ScoredTool]:
+        return await asyncio.to_thread(self.run, query, candidates, ctx, trace)
+
+    @property
+    def native_async(self) -> bool:
+        """True when the subclass has its own :meth:`arun` (e.g. awaiting an LLM)."""
+        return type(self).arun is not Stage.arun
+
+    def on_index(self, ctx: StageContext) -> None:
+        return None
+
+    def document_transform(self) -> DocTransform | None:
+        return None
+
+    def save(self, path: Path) -> None:
+        return None
+
+
+class _DuckStage(Stage):
+    """Wraps an object that has ``run`` but does not subclass :class:`Stage` (deprecated)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", "stage")
 
     def run(
-        self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]
-    ) -> list[ScoredTool]: ...
+        self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
+    ) -> list[ScoredTool]:
+        return self.inner.run(query, candidates, ctx, trace)  # type: ignore[no-any-return]
+
+    async def arun(
+        self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
+    ) -> list[ScoredTool]:
+        inner_arun = getattr(self.inner, "arun", None)
+        if inner_arun is None:
+            return await super().arun(query, candidates, ctx, trace)
+        return await inner_arun(query, candidates, ctx, trace)  # type: ignore[no-any-return]
+
+    @property
+    def native_async(self) -> bool:
+        return getattr(self.inner, "arun", None) is not None
+
+    def on_index(self, ctx: StageContext) -> None:
+        hook = getattr(self.inner, "on_index", None)
+        if hook is not None:
+            hook(ctx)
+
+    def save(self, path: Path) -> None:
+        saver = getattr(self.inner, "save", None)
+        if saver is not None:
+            saver(path)
+
+
+def as_stage(obj: Any) -> Stage:
+    """``obj`` if it is a :class:`Stage`; an object with a ``run`` method is wrapped with a deprecation
+    warning (stages should subclass :class:`Stage`); anything else is a :class:`ConfigError`."""
+    if isinstance(obj, Stage):
+        return obj
+    if callable(getattr(obj, "run", None)):
+        warnings.warn(
+            f"{type(obj).__name__} does not subclass toolrerank_plugins.stages.Stage; duck-typed stages are "
+            "deprecated and will stop working in a later release",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return _DuckStage(obj)
+    raise ConfigError(f"{type(obj).__name__} is not a stage: subclass toolrerank_plugins.stages.Stage")
 
 
 @dataclass(frozen=True)
 class StageType:
     """How to build a stage: its pydantic config model and a factory.
 
-    ``factory(config, engine, path)`` gets ``path`` (a folder) when loading a saved engine, else None.
+    ``factory(config, ctx, path)`` gets the engine's :class:`StageContext` and ``path`` (the stage's folder)
+    when loading a saved engine, else None.
     """
 
     config_model: type[BaseModel]
-    factory: Callable[[Any, Engine, Path | None], Stage]
+    factory: Callable[[Any, StageContext, Path | None], Stage]
 
 
 _REGISTRY: dict[str, StageType | str] = {
@@ -90,23 +267,22 @@ def get_stage_type(name: str) -> StageType:
     if entry is None:
         raise ConfigError(f"unknown stage type {name!r}; known types: {', '.join(known_stage_types())}")
     if isinstance(entry, str):
-        module, _, attr = entry.partition(":")
         try:
-            entry = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"stage type {name!r} could not be imported from {module!r}: {exc}") from exc
+            entry = import_object(entry)
+        except Exception as exc:
+            raise ConfigError(f"stage type {name!r} could not be imported from {entry!r}: {exc}") from exc
         if not isinstance(entry, StageType):
-            raise ConfigError(f"{module}:{attr} is not a StageType")
+            raise ConfigError(f"{_REGISTRY[name]} is not a StageType")
         _REGISTRY[name] = entry
     return entry
 
 
-def build_stage(spec: StageSpec, engine: Engine, path: Path | None = None) -> Stage:
+def build_stage(spec: StageSpec, ctx: StageContext, path: Path | None = None) -> Stage:
     st = get_stage_type(spec.type)
     try:
         cfg = st.config_model.model_validate(spec.params)
     except Exception as exc:
         raise ConfigError(f"stage {spec.label!r} ({spec.type}): invalid params: {exc}") from exc
-    stage = st.factory(cfg, engine, path)
+    stage = as_stage(st.factory(cfg, ctx, path))
     stage.name = spec.label
     return stage

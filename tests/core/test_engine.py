@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from toolrerank_plugins import Catalog, ConfigError, Engine, EngineConfig, ToolSpec
-from toolrerank_plugins.stages import StageSpec, StageType, register_stage_type
+from toolrerank_plugins.stages import Stage, StageSpec, StageType, register_stage_type
 from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
 
 
@@ -112,10 +112,10 @@ def test_config_rejects_unknown_fields_and_stage_types() -> None:
         Engine.build(tiny_catalog(), cfg)
 
 
-class _Reverse:
+class _Reverse(Stage):
     name = "reverse"
 
-    def run(self, query, candidates, engine, trace):  # type: ignore[no-untyped-def]
+    def run(self, query, candidates, ctx, trace):  # type: ignore[no-untyped-def]
         trace["n_in"] = len(candidates)
         return [c.with_stage(self.name, -c.rank) for c in reversed(candidates)]
 
@@ -169,8 +169,8 @@ def test_bm25_over_a_catalog_of_stopwords_only_has_no_hits() -> None:
 class _AsyncReverse(_Reverse):
     name = "areverse"
 
-    async def arun(self, query, candidates, engine, trace):  # type: ignore[no-untyped-def]
-        return self.run(query, candidates, engine, trace)
+    async def arun(self, query, candidates, ctx, trace):  # type: ignore[no-untyped-def]
+        return self.run(query, candidates, ctx, trace)
 
 
 def test_async_path_with_an_arun_stage_matches_the_sync_path() -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.graph.expansion import ExpansionConfig, expand_prerequisites
 from toolrerank_plugins.graph.tool_graph import ToolGraph
-from toolrerank_plugins.records import Edge, ScoredTool, ToolSpec, rerank
+from toolrerank_plugins.records import Edge, ScoredTool, ToolSpec, renumber
 
 IDS = ("delete", "other1", "other2", "token", "validate", "x")
 
@@ -16,7 +16,7 @@ def _setup(edges: list[Edge]) -> tuple[Catalog, ToolGraph]:
 
 
 def _ranking(cat: Catalog, ids: list[str]) -> list[ScoredTool]:
-    return rerank([ScoredTool(cat[i], 1.0 - 0.1 * n, 0, {"dense": 1.0 - 0.1 * n}) for n, i in enumerate(ids)])
+    return renumber([ScoredTool(cat[i], 1.0 - 0.1 * n, 0, {"dense": 1.0 - 0.1 * n}) for n, i in enumerate(ids)])
 
 
 def _ids(items: list[ScoredTool]) -> list[str]:

@@ -92,10 +92,8 @@ def test_saved_graph_swapped_for_another_catalog_is_rejected(bank: Catalog, tmp_
     other = bank.copy()
     other.remove(["Weather"])
     build_graph(other).save(tmp_path / "eng" / "stages" / "00-tgr" / "graph.json")
-    from toolrerank_plugins.persistence import load_engine
-
     with pytest.raises(GraphError, match="different catalog version"):
-        load_engine(tmp_path / "eng", embedder=FakeEmbedder(64), verify=False)
+        Engine.load(tmp_path / "eng", embedder=FakeEmbedder(64), verify=False)
 
 
 def test_config_errors(bank: Catalog) -> None:

@@ -122,7 +122,7 @@ def test_feedback_training_trains_and_the_stage_uses_the_prefix(engine: Engine, 
         {"retriever": "dense", "dense": {"model_name_or_path": str(out), "device": "cpu"}}
     )
     dense = Engine.build(tiny_catalog(), cfg)
-    assert FeedbackStage(FeedbackConfig(), llm=_trace_llm()).use_prefix(dense) is True
+    assert FeedbackStage(FeedbackConfig(), llm=_trace_llm()).use_prefix(dense.context) is True
     tr: dict[str, Any] = {}
-    FeedbackStage(FeedbackConfig(), llm=_trace_llm()).run("send an email", [], dense, tr)
+    FeedbackStage(FeedbackConfig(), llm=_trace_llm()).run("send an email", [], dense.context, tr)
     assert tr["iteration_prefix"] is True and tr["stop_reason"] == "llm_na"

@@ -74,8 +74,8 @@ def test_qta_rewrites_with_a_seeded_random_sample() -> None:
     engine = engine_with({"type": "qta_rewrite"})
     t1: dict[str, Any] = {}
     t2: dict[str, Any] = {}
-    out = stage.run("where is Main Street", engine.retrieve(["where is Main Street"], 10)[0], engine, t1)
-    stage.run("where is Main Street", [], engine, t2)
+    out = stage.run("where is Main Street", engine.retrieve(["where is Main Street"], 10)[0], engine.context, t1)
+    stage.run("where is Main Street", [], engine.context, t2)
     assert out[0].id == "Maps/GeoFind/geocode" and t1["rewrite"].startswith("geocode")
     assert len(t1["shown_tools"]) == 3 and t1["shown_tools"] == t2["shown_tools"]  # same query, same sample
     assert "<tool_documents>" in llm.calls[0].text and "not addressed to you" in llm.calls[0].text
@@ -87,7 +87,7 @@ def test_qta_top_sample_shows_the_candidates() -> None:
     cands = engine.retrieve(["weather forecast"], 10)[0]
     stage = QTAStage(QTAConfig(sample="top", n_tools=2), llm=ScriptedLLM(default="weather forecast in a city"))
     tr: dict[str, Any] = {}
-    stage.run("weather forecast", cands, engine, tr)
+    stage.run("weather forecast", cands, engine.context, tr)
     assert tr["shown_tools"] == ids(cands[:2])
 
 
@@ -108,7 +108,7 @@ def test_feedback_rounds_until_na() -> None:
     engine = engine_with({"type": "iterative_feedback"})
     q = "send a message"
     tr: dict[str, Any] = {}
-    out = stage.run(q, engine.retrieve([q], 10)[0], engine, tr)
+    out = stage.run(q, engine.retrieve([q], 10)[0], engine.context, tr)
     assert out[0].id == "Auth/Keyring/login"
     assert tr["stop_reason"] == "llm_na" and len(tr["rounds"]) == 2
     assert tr["rounds"][1]["query"] == "log in with username and password"
@@ -121,13 +121,13 @@ def test_feedback_stops_after_t_rounds_and_on_repeats() -> None:
     q = "send a message"
     llm = _feedback_llm(["geocode an address", "current weather", "log in", "list inbox"])
     tr: dict[str, Any] = {}
-    FeedbackStage(FeedbackConfig(rounds=3), llm=llm).run(q, engine.retrieve([q], 10)[0], engine, tr)
+    FeedbackStage(FeedbackConfig(rounds=3), llm=llm).run(q, engine.retrieve([q], 10)[0], engine.context, tr)
     assert tr["stop_reason"] == "max_rounds" and len(tr["rounds"]) == 4 and tr["usage"]["llm_calls"] == 9
     # the same refinement forever: stops at the first repeat, keeps that ranking, no fallback
     same = _feedback_llm([])
     same.default = "geocode an address"
     tr2: dict[str, Any] = {}
-    out = FeedbackStage(FeedbackConfig(rounds=10), llm=same).run(q, engine.retrieve([q], 10)[0], engine, tr2)
+    out = FeedbackStage(FeedbackConfig(rounds=10), llm=same).run(q, engine.retrieve([q], 10)[0], engine.context, tr2)
     assert tr2["stop_reason"] == "repeated_refinement" and "fallback" not in tr2
     assert len(tr2["rounds"]) == 2 and out[0].id == "Maps/GeoFind/geocode"
 
@@ -144,9 +144,9 @@ def test_feedback_iteration_prefix() -> None:
 
     engine.retrieve = spy  # type: ignore[method-assign]
     tr: dict[str, Any] = {}
-    FeedbackStage(FeedbackConfig(iteration_prefix=True), llm=llm).run("q", orig(["q"], 10)[0], engine, tr)
+    FeedbackStage(FeedbackConfig(iteration_prefix=True), llm=llm).run("q", orig(["q"], 10)[0], engine.context, tr)
     assert calls == [["Iteration 0: q"], ["Iteration 1: geocode an address"]]
-    assert FeedbackStage(FeedbackConfig(), llm=llm).use_prefix(engine) is False  # auto: untrained model
+    assert FeedbackStage(FeedbackConfig(), llm=llm).use_prefix(engine.context) is False  # auto: untrained model
 
 
 # -- robustness: every failure mode falls back to the last good ranking, with the reason ------------------
@@ -184,7 +184,7 @@ def test_feedback_failure_in_a_later_round_keeps_the_last_good_round() -> None:
     )
     stage = FeedbackStage(FeedbackConfig(runtime=FAST), llm=llm)  # type: ignore[arg-type]
     tr: dict[str, Any] = {}
-    out = stage.run("send a message", engine.retrieve(["send a message"], 10)[0], engine, tr)
+    out = stage.run("send a message", engine.retrieve(["send a message"], 10)[0], engine.context, tr)
     assert out[0].id == "Maps/GeoFind/geocode"  # round 1's ranking, not the original's
     assert "round 2 refinement" in tr["fallback"] and len(tr["rounds"]) == 2
 
@@ -225,7 +225,7 @@ def test_prompt_injection_in_tool_descriptions_is_delimited_and_capped() -> None
     engine = Engine.build(cat, EngineConfig(retriever="bm25"))
     llm = ScriptedLLM(default="weather forecast")
     QTAStage(QTAConfig(sample="top", n_tools=20), llm=llm).run(
-        "q", engine.retrieve(["ignore instructions"], 20)[0], engine, {}
+        "q", engine.retrieve(["ignore instructions"], 20)[0], engine.context, {}
     )
     prompt = llm.calls[0].text
     assert prompt.count("</tool_documents>") == 1 and "A" * 400 not in prompt
@@ -261,9 +261,9 @@ def test_async_path_matches_sync_path() -> None:
     c = engine.retrieve(["send a message"], 10)[0]
     t1: dict[str, Any] = {}
     t2: dict[str, Any] = {}
-    a = stage.run("send a message", c, engine, t1)
+    a = stage.run("send a message", c, engine.context, t1)
     llm2 = _feedback_llm(["geocode an address", "N/A"])
-    b = asyncio.run(FeedbackStage(FeedbackConfig(), llm=llm2).arun("send a message", c, engine, t2))
+    b = asyncio.run(FeedbackStage(FeedbackConfig(), llm=llm2).arun("send a message", c, engine.context, t2))
     assert ids(a) == ids(b) and t1["rounds"] == t2["rounds"] and all(x.asynchronous for x in llm2.calls)
 
 

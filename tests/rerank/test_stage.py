@@ -17,30 +17,30 @@ from toolrerank_plugins.testing import FakeCrossEncoder, FakeEmbedder, tiny_cata
 def run(stage: ToolRerankStage, engine: Engine, query: str, depth: int = 10) -> tuple[list[ScoredTool], dict]:
     trace: dict = {}
     cands = engine.retrieve([query], depth)[0]
-    return stage.run(query, cands, engine, trace), trace
+    return stage.run(query, cands, engine.context, trace), trace
 
 
 def test_empty_candidates_give_empty_result(engine):
-    stage = ToolRerankStage(ToolRerankConfig(classification="single"), engine, reranker=FakeCrossEncoder())
+    stage = ToolRerankStage(ToolRerankConfig(classification="single"), engine.context, reranker=FakeCrossEncoder())
     trace: dict = {}
-    assert stage.run("anything", [], engine, trace) == []
+    assert stage.run("anything", [], engine.context, trace) == []
     assert trace["truncated_to"] == 0
 
 
 def test_single_candidate(engine):
-    stage = ToolRerankStage(ToolRerankConfig(classification="multi"), engine, reranker=FakeCrossEncoder())
+    stage = ToolRerankStage(ToolRerankConfig(classification="multi"), engine.context, reranker=FakeCrossEncoder())
     cand = engine.retrieve(["geocode street address"], 1)[0]
-    out = stage.run("geocode street address", cand, engine, {})
+    out = stage.run("geocode street address", cand, engine.context, {})
     assert [c.id for c in out] == ["Maps/GeoFind/geocode"]
     assert 0.0 <= out[0].stage_scores["toolrerank"] <= 1.0
 
 
 def test_never_drops_and_reranks_with_cross_encoder(engine):
     ce = FakeCrossEncoder()
-    stage = ToolRerankStage(ToolRerankConfig(m_s=2, m_u=3, classification="none"), engine, reranker=ce)
+    stage = ToolRerankStage(ToolRerankConfig(m_s=2, m_u=3, classification="none"), engine.context, reranker=ce)
     q = "send email message to a recipient"
     cands = engine.retrieve([q], 10)[0]
-    out = stage.run(q, cands, engine, {})
+    out = stage.run(q, cands, engine.context, {})
     assert sorted(c.id for c in out) == sorted(c.id for c in cands)
     assert out[0].id == "Mail/PostBox/send_email"
     assert ce.pairs_scored == 3  # only the truncated list went to the cross-encoder
@@ -51,10 +51,10 @@ def test_all_scores_tied_keep_first_stage_order(engine):
         def score(self, query, texts, *, batch_size=None):
             return [0.5] * len(texts)
 
-    stage = ToolRerankStage(ToolRerankConfig(classification="none"), engine, reranker=Flat())
+    stage = ToolRerankStage(ToolRerankConfig(classification="none"), engine.context, reranker=Flat())
     q = "weather forecast city email"
     cands = engine.retrieve([q], 10)[0]
-    out = stage.run(q, cands, engine, {})
+    out = stage.run(q, cands, engine.context, {})
     assert [c.id for c in out] == [c.id for c in cands]
 
 
@@ -70,7 +70,7 @@ def test_first_stage_weight_interpolates_model_and_first_stage_scores(engine):
 
     def ranked(w: float) -> tuple[list[str], list[float]]:
         cfg = ToolRerankConfig(classification="none", first_stage_weight=w)
-        out = ToolRerankStage(cfg, engine, reranker=Inverting()).run(q, list(cands), engine, {})
+        out = ToolRerankStage(cfg, engine.context, reranker=Inverting()).run(q, list(cands), engine.context, {})
         return [c.id for c in out], [c.stage_scores["toolrerank"] for c in out]
 
     ids0, _ = ranked(0.0)
@@ -90,35 +90,39 @@ def test_seen_tools_from_model_and_catalog_change_truncation(engine):
     q = "weather forecast in a city"
     cands = engine.retrieve([q], 10)[0]
     ce = FakeCrossEncoder(seen_tools=[cands[1].tool.tool_key])
-    stage = ToolRerankStage(ToolRerankConfig(m_s=1, m_u=10, classification="none"), engine, reranker=ce)
+    stage = ToolRerankStage(ToolRerankConfig(m_s=1, m_u=10, classification="none"), engine.context, reranker=ce)
     trace: dict = {}
-    stage.run(q, cands, engine, trace)
+    stage.run(q, cands, engine.context, trace)
     assert trace["kept_seen"] == 0 or trace["truncated_to"] < len(cands)
     engine.catalog.mark_seen([c.tool.tool_key for c in cands])
     trace2: dict = {}
-    out = stage.run(q, cands, engine, trace2)
+    out = stage.run(q, cands, engine.context, trace2)
     assert trace2["truncated_to"] == 1 and len(out) == len(cands)
 
 
 def test_extended_list_pulls_sibling_apis_of_unseen_tools(engine):
     q = "current weather conditions"
     cands = [c for c in engine.retrieve([q], 10)[0] if c.id != "Weather/SkyCast/forecast"]
-    stage = ToolRerankStage(ToolRerankConfig(classification="single", tau_s=0.5), engine, reranker=FakeCrossEncoder())
-    out, trace = stage.run(q, cands, engine, {}), None
+    stage = ToolRerankStage(
+        ToolRerankConfig(classification="single", tau_s=0.5), engine.context, reranker=FakeCrossEncoder()
+    )
+    out, trace = stage.run(q, cands, engine.context, {}), None
     ids = [c.id for c in out]
     assert "Weather/SkyCast/forecast" in ids  # added from the catalog
     assert len(ids) == len(set(ids))
     off = ToolRerankStage(
-        ToolRerankConfig(classification="single", tau_s=0.5, extended=False), engine, reranker=FakeCrossEncoder()
+        ToolRerankConfig(classification="single", tau_s=0.5, extended=False),
+        engine.context,
+        reranker=FakeCrossEncoder(),
     )
-    assert "Weather/SkyCast/forecast" not in [c.id for c in off.run(q, cands, engine, {})]
+    assert "Weather/SkyCast/forecast" not in [c.id for c in off.run(q, cands, engine.context, {})]
     engine.catalog.mark_seen(["Weather/SkyCast"])  # seen tools are not extended unless extend_seen
-    assert "Weather/SkyCast/forecast" not in [c.id for c in stage.run(q, cands, engine, {})]
+    assert "Weather/SkyCast/forecast" not in [c.id for c in stage.run(q, cands, engine.context, {})]
     assert trace is None
 
 
 def test_without_model_hierarchy_runs_on_first_stage_scores(engine):
-    stage = ToolRerankStage(ToolRerankConfig(classification="single", tau_s=0.99), engine)
+    stage = ToolRerankStage(ToolRerankConfig(classification="single", tau_s=0.99), engine.context)
     out, trace = run(stage, engine, "weather forecast email")
     assert trace["scorer"].startswith("first-stage")
     top_tool = out[0].tool.tool_key
@@ -130,7 +134,7 @@ def test_without_model_hierarchy_runs_on_first_stage_scores(engine):
 
 def test_flat_catalog_single_and_multi(flat_engine):
     for mode in ("single", "multi"):
-        stage = ToolRerankStage(ToolRerankConfig(classification=mode), flat_engine, reranker=FakeCrossEncoder())
+        stage = ToolRerankStage(ToolRerankConfig(classification=mode), flat_engine.context, reranker=FakeCrossEncoder())
         out, _ = run(stage, flat_engine, "weather in a city and stock price")
         assert len({c.id for c in out}) == len(out) >= 3
 
@@ -146,7 +150,7 @@ def test_apis_without_a_tool_mixed_with_tools():
         ]
     )
     eng = Engine.build(cat, EngineConfig(retriever="bm25"), embedder=FakeEmbedder(32))
-    stage = ToolRerankStage(ToolRerankConfig(classification="multi", n=1), eng, reranker=FakeCrossEncoder())
+    stage = ToolRerankStage(ToolRerankConfig(classification="multi", n=1), eng.context, reranker=FakeCrossEncoder())
     out, trace = run(stage, eng, "weather loose")
     assert sorted(c.id for c in out) == ["a", "b", "c"] and trace["components"] >= 2
 
@@ -166,7 +170,7 @@ def test_oracle_and_config_validation(engine, tmp_path):
         + "\n"
     )
     stage = ToolRerankStage(
-        ToolRerankConfig(classification="oracle", oracle_queries=str(q)), engine, reranker=FakeCrossEncoder()
+        ToolRerankConfig(classification="oracle", oracle_queries=str(q)), engine.context, reranker=FakeCrossEncoder()
     )
     assert stage.classify("mail and weather") == "multi"
     with pytest.raises(ConfigError, match="no gold type"):
@@ -174,7 +178,7 @@ def test_oracle_and_config_validation(engine, tmp_path):
 
 
 def test_auto_without_classifier_means_no_hierarchy(engine):
-    stage = ToolRerankStage(ToolRerankConfig(), engine, reranker=FakeCrossEncoder())
+    stage = ToolRerankStage(ToolRerankConfig(), engine.context, reranker=FakeCrossEncoder())
     assert stage.classify("anything") is None
 
 
@@ -224,7 +228,7 @@ def test_missing_model_path_is_a_clear_error(tmp_path):
 
 
 def test_fake_reranker_without_save_warns(tmp_path, caplog, engine):
-    stage = ToolRerankStage(ToolRerankConfig(), engine, reranker=FakeCrossEncoder())
+    stage = ToolRerankStage(ToolRerankConfig(), engine.context, reranker=FakeCrossEncoder())
     with caplog.at_level(logging.WARNING):
         stage.save(tmp_path)
     assert "no save()" in caplog.text
@@ -250,7 +254,7 @@ def test_classifier_answer_is_memoised_per_query_and_classifier(engine):
 
     first = Counting("single")
     cfg = ToolRerankConfig(classification="classifier", classifier_path="unused")
-    stage = ToolRerankStage(cfg, engine, classifier=first)  # type: ignore[arg-type]
+    stage = ToolRerankStage(cfg, engine.context, classifier=first)  # type: ignore[arg-type]
     assert [stage.classify("q1"), stage.classify("q1"), stage.classify("q2")] == ["single", "single", "single"]
     assert first.calls == 2
     second = Counting("multi")

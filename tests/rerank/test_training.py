@@ -95,7 +95,7 @@ def test_train_tiny_reranker_then_save_and_load_with_engine(tmp_path):
     )
     engine = Engine.build(tiny_catalog(), cfg, embedder=FakeEmbedder(32))
     stage = engine.stages[0]
-    assert "Weather/SkyCast" in stage.seen_tools(engine)
+    assert "Weather/SkyCast" in stage.seen_tools(engine.context)
     res = engine.search_detailed("weather forecast tomorrow", 5)
     assert res.trace["toolrerank"]["scorer"] == "cross-encoder"
     assert all(0.0 <= r.score <= 1.0 for r in res.results)
@@ -123,7 +123,7 @@ def test_head_lr_trains_the_head_apart_from_the_encoder(tmp_path):
 
 
 def test_collect_pairs_combines_sources_with_their_own_counts(engine):
-    from toolrerank_plugins.rerank.cli import collect_pairs
+    from toolrerank_plugins.rerank.sources import collect_pairs
 
     src = _source(engine)
     loads: list[str] = []

@@ -38,7 +38,9 @@ def test_decomposed_grid_matches_brute_force(engine, tmp_path, with_weight_axis)
     oracle = tmp_path / "q.jsonl"
     oracle.write_text("".join(json.dumps({"query": q.query, "relevant": list(q.relevant)}) + "\n" for q in qs))
     stage = ToolRerankStage(
-        ToolRerankConfig(classification="oracle", oracle_queries=str(oracle), k=2), engine, reranker=FakeCrossEncoder()
+        ToolRerankConfig(classification="oracle", oracle_queries=str(oracle), k=2),
+        engine.context,
+        reranker=FakeCrossEncoder(),
     )
     prep = prepare(engine, qs, 10)
     grid: dict[str, list] = {"m_s": [1, 3], "m_u": [2, 10], "tau_s": [0.3, 0.9], "tau_m": [0.0, 0.9], "n": [1, 2]}

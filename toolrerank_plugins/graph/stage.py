@@ -1,8 +1,9 @@
 """The ``tgr`` stage: Tool Graph Retriever as an engine stage.
 
 At index time (build, load, add, update, remove) the stage builds or updates the dependency graph and
-installs the graph convolution as the dense retriever's ``doc_transform``, then refreshes the index, so
-query latency does not change. At query time it only runs the optional prerequisite expansion.
+declares the graph convolution as its :meth:`~TGRStage.document_transform`, which the engine installs in
+the dense index (re-indexed from cached raw vectors), so query latency does not change. At query time it
+only runs the optional prerequisite expansion.
 
 Saved inside the engine directory (``stages/NN-tgr/``): ``graph.json`` (networkx node-link, stamped with
 the catalog fingerprint) and, when one is used, ``discriminator/`` (a ``save_pretrained`` folder).
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,10 +43,8 @@ from toolrerank_plugins.graph.propagation import Direction, propagate
 from toolrerank_plugins.graph.schema_deps import SchemaConfig
 from toolrerank_plugins.graph.tool_graph import GraphError, ToolGraph
 from toolrerank_plugins.records import ScoredTool
-from toolrerank_plugins.stages import StageType
-
-if TYPE_CHECKING:
-    from toolrerank_plugins.engine import Engine
+from toolrerank_plugins.retrieval.base import DocTransform
+from toolrerank_plugins.stages import Stage, StageContext, StageType
 
 logger = logging.getLogger(__name__)
 
@@ -95,22 +94,23 @@ class TGRConfig(BaseModel):
         )
 
 
-class TGRStage:
+class TGRStage(Stage):
     """Graph-encoded dense retrieval plus optional prerequisite expansion (see module docs)."""
 
-    def __init__(self, config: TGRConfig, engine: Engine, path: Path | None = None) -> None:
+    def __init__(self, config: TGRConfig, ctx: StageContext, path: Path | None = None) -> None:
         self.name = "tgr"
         self.config = config
         self.graph: ToolGraph | None = None
         self._base: ToolGraph | None = None
         self._from_disk = False
+        self._propagates = False
         self.discriminator: Any = None
         if "llm" in config.sources:
             raise ConfigError(
                 "tgr source 'llm' cannot be configured (an LLM is not serialisable): build the graph with "
                 "build_graph(..., judges={'llm': LLMDependencyJudge(llm)}), save it, and use source 'file'"
             )
-        if config.propagate and config.alpha > 0 and engine.dense is None:
+        if config.propagate and config.alpha > 0 and not ctx.has_embeddings:
             raise ConfigError(
                 "tgr propagation needs a dense or hybrid retriever (engine has none); use retriever "
                 "'dense'/'hybrid', or set propagate=false to use prerequisite expansion only"
@@ -144,20 +144,18 @@ class TGRStage:
             return {}
         return {"discriminator": DiscriminatorJudge(self.discriminator, self.config.discriminator_threshold)}
 
-    def _embeddings(self, engine: Engine) -> tuple[np.ndarray | None, list[str] | None]:
+    def _embeddings(self, ctx: StageContext) -> tuple[np.ndarray | None, list[str] | None]:
         if not {"discriminator", "llm"} & set(self.config.sources):
             return None, None
-        if engine.dense is not None:
-            return engine.dense.embeddings, engine.dense.ids
-        ids = engine.catalog.ids
-        return engine.embedder.encode([engine.render(engine.catalog[i]) for i in ids]), ids
+        ids = ctx.catalog.ids
+        return ctx.embeddings(ids), ids
 
-    def on_index(self, engine: Engine) -> None:
-        """Build the graph (first time), check a loaded one, or update it incrementally; then re-encode."""
-        emb, ids = self._embeddings(engine)
+    def on_index(self, ctx: StageContext) -> None:
+        """Build the graph (first time), check a loaded one, or update it incrementally."""
+        emb, ids = self._embeddings(ctx)
         if self.graph is None:
             self.graph = build_graph(
-                engine.catalog,
+                ctx.catalog,
                 self.config.build_config(),
                 embeddings=emb,
                 ids=ids,
@@ -165,19 +163,21 @@ class TGRStage:
                 base=self._base,
             )
         elif self._from_disk:
-            self.graph.check_catalog(engine.catalog, where="saved tgr stage")
+            self.graph.check_catalog(ctx.catalog, where="saved tgr stage")
             self._from_disk = False
         else:
             changes = update_graph(
-                self.graph, engine.catalog, self.config.build_config(), embeddings=emb, ids=ids, judges=self._judges()
+                self.graph, ctx.catalog, self.config.build_config(), embeddings=emb, ids=ids, judges=self._judges()
             )
             logger.info("tgr graph updated: %s", changes)
-        if engine.dense is not None and self.config.propagate and self.config.alpha > 0:
-            engine.dense.doc_transform = self.transform
-            engine.dense.refresh()
+        self._propagates = ctx.has_embeddings and self.config.propagate and self.config.alpha > 0
+
+    def document_transform(self) -> DocTransform | None:
+        """The graph convolution, when propagation is on and the first stage has document vectors."""
+        return self.transform if self._propagates else None
 
     def transform(self, ids: list[str], embeddings: np.ndarray) -> np.ndarray:
-        """The dense retriever's ``doc_transform``: graph convolution blended with the originals."""
+        """Graph convolution blended with the originals (the stage's document transform)."""
         if self.graph is None:
             return embeddings
         return propagate(
@@ -190,11 +190,13 @@ class TGRStage:
         )
 
     # -- query time ------------------------------------------------------------------------------
-    def run(self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]) -> list[ScoredTool]:
+    def run(
+        self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
+    ) -> list[ScoredTool]:
         if self.graph is None or not self.config.expansion.enabled:
             return candidates
         out, inserted = expand_prerequisites(
-            candidates, self.graph, engine.catalog, self.config.expansion, stage=self.name
+            candidates, self.graph, ctx.catalog, self.config.expansion, stage=self.name
         )
         trace["expanded"] = inserted
         return out
@@ -208,4 +210,4 @@ class TGRStage:
             self.discriminator.save(path / DISCRIMINATOR_DIR)
 
 
-STAGE_TYPE = StageType(config_model=TGRConfig, factory=lambda cfg, engine, path: TGRStage(cfg, engine, path))
+STAGE_TYPE = StageType(config_model=TGRConfig, factory=lambda cfg, ctx, path: TGRStage(cfg, ctx, path))

@@ -13,7 +13,6 @@ import logging
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,10 +21,11 @@ from toolrerank_plugins.errors import ToolRerankError
 from toolrerank_plugins.llm.base import LLM, LLMError
 from toolrerank_plugins.llm.registry import resolve_llm
 from toolrerank_plugins.llm.runtime import LLMRuntime, LLMSession, RuntimeConfig
-from toolrerank_plugins.records import ScoredTool, rerank
+from toolrerank_plugins.records import ScoredTool, renumber
+from toolrerank_plugins.stages import Stage
 
 if TYPE_CHECKING:
-    from toolrerank_plugins.engine import Engine
+    from toolrerank_plugins.stages import StageContext
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class _Fallback(Exception):
         self.reason = reason
 
 
-class LLMStage:
+class LLMStage(Stage):
     """Base of the LLM stages. Subclasses implement :meth:`plan`."""
 
     name: str = "llm"
@@ -89,7 +89,7 @@ class LLMStage:
         self._warned_no_llm = False
 
     # -- to implement ------------------------------------------------------------------------------
-    def plan(self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]) -> Plan:
+    def plan(self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]) -> Plan:
         raise NotImplementedError
 
     # -- helpers for plans ---------------------------------------------------------------------------
@@ -100,14 +100,11 @@ class LLMStage:
     def scored(self, ranking: Sequence[ScoredTool], scores: Sequence[float] | None = None) -> list[ScoredTool]:
         """Record this stage's score on each item (default: the item's current score) and renumber."""
         vals = scores if scores is not None else [s.score for s in ranking]
-        return rerank([s.with_stage(self.name, v) for s, v in zip(ranking, vals)])
-
-    def save(self, path: Path) -> None:  # nothing to persist: the config lives in config.json
-        return None
+        return renumber([s.with_stage(self.name, v) for s, v in zip(ranking, vals)])
 
     # -- drivers ---------------------------------------------------------------------------------------
-    def _start(self, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]) -> LLMSession | None:
-        llm = resolve_llm(self.config.llm, self.llm, engine)
+    def _start(self, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]) -> LLMSession | None:
+        llm = resolve_llm(self.config.llm, self.llm, ctx)
         if llm is None:
             msg = (
                 f"stage {self.name!r}: no LLM named {self.config.llm!r} is registered; call "
@@ -148,13 +145,15 @@ class LLMStage:
         trace["fallback"] = reason
         return list(good) if good is not None else list(candidates)
 
-    def run(self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]) -> list[ScoredTool]:
-        session = self._start(candidates, engine, trace)
+    def run(
+        self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
+    ) -> list[ScoredTool]:
+        session = self._start(candidates, ctx, trace)
         if session is None:
             return list(candidates)
         started = time.perf_counter()
         trace["_last_good"] = list(candidates)
-        gen = self.plan(query, candidates, engine, trace)
+        gen = self.plan(query, candidates, ctx, trace)
         result: list[ScoredTool] | None = None
         error: BaseException | None = None
         try:
@@ -165,7 +164,7 @@ class LLMStage:
                         list(req.prompts), temperature=req.temperature, max_tokens=req.max_tokens
                     )
                 else:
-                    out = engine.retrieve(list(req.queries), req.k)
+                    out = ctx.retrieve(list(req.queries), req.k)
                 req = gen.send(out)
         except StopIteration as stop:
             result = stop.value
@@ -178,15 +177,15 @@ class LLMStage:
         return self._finish(session, candidates, trace, result, error, started)
 
     async def arun(
-        self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]
+        self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
     ) -> list[ScoredTool]:
         """Async twin of :meth:`run`: LLM calls are awaited, retrieval runs in a worker thread."""
-        session = self._start(candidates, engine, trace)
+        session = self._start(candidates, ctx, trace)
         if session is None:
             return list(candidates)
         started = time.perf_counter()
         trace["_last_good"] = list(candidates)
-        gen = self.plan(query, candidates, engine, trace)
+        gen = self.plan(query, candidates, ctx, trace)
         result: list[ScoredTool] | None = None
         error: BaseException | None = None
         try:
@@ -197,7 +196,7 @@ class LLMStage:
                         list(req.prompts), temperature=req.temperature, max_tokens=req.max_tokens
                     )
                 else:
-                    out = await asyncio.to_thread(engine.retrieve, list(req.queries), req.k)
+                    out = await asyncio.to_thread(ctx.retrieve, list(req.queries), req.k)
                 req = gen.send(out)
         except StopIteration as stop:
             result = stop.value

@@ -117,7 +117,7 @@ def generate_qta_dpo_pairs(
             tools = (
                 [s.tool for s in engine.retrieve([q.query], cfg.n_tools)[0]]
                 if cfg.sample == "top"
-                else sample_tools(engine, q.query, cfg.n_tools, cfg.seed + m)
+                else sample_tools(engine.context, q.query, cfg.n_tools, cfg.seed + m)
             )
             prompt = stage.prompt_for(q.query, tools)
             outs = session.complete_many([prompt] * n_samples, temperature=temperature, max_tokens=cfg.max_tokens)
@@ -247,7 +247,7 @@ def generate_feedback_traces(
             continue
         trace: dict[str, Any] = {}
         candidates = engine.retrieve([q.query], depth)[0]
-        stage.run(q.query, candidates, engine, trace)
+        stage.run(q.query, candidates, engine.context, trace)
         rows.append(
             {
                 "query_id": q.id,

@@ -25,7 +25,7 @@ from toolrerank_plugins.records import ScoredTool
 from toolrerank_plugins.stages import StageType
 
 if TYPE_CHECKING:
-    from toolrerank_plugins.engine import Engine
+    from toolrerank_plugins.stages import StageContext
 
 #: File written next to a model trained with the iteration prefix (read by ``iteration_prefix=None``).
 FEEDBACK_MARKER = "toolrerank_feedback.json"
@@ -59,12 +59,12 @@ class FeedbackStage(LLMStage):
     name = "iterative_feedback"
     config: FeedbackConfig
 
-    def use_prefix(self, engine: Engine) -> bool:
+    def use_prefix(self, ctx: StageContext) -> bool:
         if self.config.iteration_prefix is not None:
             return self.config.iteration_prefix
-        if engine.config.retriever not in ("dense", "hybrid"):
+        if ctx.encoder_path is None:
             return False
-        path = Path(engine.config.dense.model_name_or_path).expanduser()
+        path = Path(ctx.encoder_path).expanduser()
         return (path / FEEDBACK_MARKER).is_file()
 
     def _check(self, text: str | LLMError, step: str) -> str:
@@ -79,10 +79,10 @@ class FeedbackStage(LLMStage):
             raise self.fail(f"{step}: garbage")
         return clip(t, self.config.max_feedback_chars)
 
-    def plan(self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]) -> Plan:
+    def plan(self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]) -> Plan:
         c = self.config
-        depth = c.top_depth or max(len(candidates), c.top_k, engine.config.candidate_k)
-        prefix = self.use_prefix(engine)
+        depth = c.top_depth or max(len(candidates), c.top_k, ctx.depth)
+        prefix = self.use_prefix(ctx)
         trace["iteration_prefix"] = prefix
 
         def q_for(q: str, t: int) -> str:
@@ -129,7 +129,7 @@ class FeedbackStage(LLMStage):
             if parsed.kind == "invalid" or parsed.query is None:
                 raise self.fail(f"round {t + 1} refinement: unusable_output: {parsed.status}")
             if parsed.api_names:
-                trace.setdefault("invented_api_names", []).extend(unknown_names(engine, parsed.api_names))
+                trace.setdefault("invented_api_names", []).extend(unknown_names(ctx, parsed.api_names))
             key = _norm(parsed.query)
             if key in seen:
                 stop = "repeated_refinement"
@@ -146,7 +146,7 @@ class FeedbackStage(LLMStage):
         return self.scored(ranking)
 
 
-def _factory(cfg: FeedbackConfig, engine: Engine, path: Path | None) -> FeedbackStage:
+def _factory(cfg: FeedbackConfig, ctx: StageContext, path: Path | None) -> FeedbackStage:
     return FeedbackStage(cfg)
 
 

@@ -23,7 +23,7 @@ from toolrerank_plugins.records import ScoredTool, ToolSpec
 from toolrerank_plugins.stages import StageType
 
 if TYPE_CHECKING:
-    from toolrerank_plugins.engine import Engine
+    from toolrerank_plugins.stages import StageContext
 
 
 class QTAConfig(LLMStageConfig):
@@ -37,12 +37,12 @@ class QTAConfig(LLMStageConfig):
     template: str | None = Field(None, description="custom prompt with {tools} and {query} fields")
 
 
-def sample_tools(engine: Engine, query: str, n: int, seed: int) -> list[ToolSpec]:
+def sample_tools(ctx: StageContext, query: str, n: int, seed: int) -> list[ToolSpec]:
     """``n`` random APIs of the catalog, the same ones every time for the same (query, seed)."""
-    ids = engine.catalog.ids
+    ids = ctx.catalog.ids
     digest = hashlib.sha256(f"{seed}\x00{query}".encode()).digest()
     rng = random.Random(int.from_bytes(digest[:8], "little"))
-    return [engine.catalog[i] for i in rng.sample(ids, min(n, len(ids)))]
+    return [ctx.catalog[i] for i in rng.sample(ids, min(n, len(ids)))]
 
 
 class QTAStage(LLMStage):
@@ -51,19 +51,19 @@ class QTAStage(LLMStage):
     name = "qta_rewrite"
     config: QTAConfig
 
-    def tools_for(self, query: str, candidates: list[ScoredTool], engine: Engine) -> list[ToolSpec]:
+    def tools_for(self, query: str, candidates: list[ScoredTool], ctx: StageContext) -> list[ToolSpec]:
         c = self.config
         if c.sample == "top":
             return [s.tool for s in candidates[: c.n_tools]]
-        return sample_tools(engine, query, c.n_tools, c.seed)
+        return sample_tools(ctx, query, c.n_tools, c.seed)
 
     def prompt_for(self, query: str, tools: list[ToolSpec]) -> str:
         block = prompts.tool_block(tools, max_chars_per_tool=self.config.max_tool_chars)
         return (self.config.template or prompts.QTA_REWRITE).format(tools=block, query=prompts.user_text(query))
 
-    def plan(self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]) -> Plan:
+    def plan(self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]) -> Plan:
         c = self.config
-        tools = self.tools_for(query, candidates, engine)
+        tools = self.tools_for(query, candidates, ctx)
         trace["shown_tools"] = [t.id for t in tools]
         (out,) = yield LLMCall((self.prompt_for(query, tools),), c.temperature, c.max_tokens)
         if isinstance(out, LLMError):
@@ -72,11 +72,11 @@ class QTAStage(LLMStage):
         parsed = parse_rewrite(out, max_chars=c.max_query_chars)
         trace["parse"] = parsed.to_dict()
         if parsed.api_names:
-            trace["invented_api_names"] = unknown_names(engine, parsed.api_names)
+            trace["invented_api_names"] = unknown_names(ctx, parsed.api_names)
         if parsed.text is None:
             raise self.fail(f"unusable_output: {parsed.status}")
         trace["rewrite"] = parsed.text
-        k = c.top_k or max(len(candidates), engine.config.candidate_k)
+        k = c.top_k or max(len(candidates), ctx.depth)
         (ranking,) = yield Retrieve((parsed.text,), k)
         if not ranking:
             raise self.fail("empty_retrieval")
@@ -86,7 +86,7 @@ class QTAStage(LLMStage):
         return self.scored(ranking)
 
 
-def _factory(cfg: QTAConfig, engine: Engine, path: Path | None) -> QTAStage:
+def _factory(cfg: QTAConfig, ctx: StageContext, path: Path | None) -> QTAStage:
     return QTAStage(cfg)
 
 

@@ -35,7 +35,7 @@ from toolrerank_plugins.records import ScoredTool
 from toolrerank_plugins.stages import StageType
 
 if TYPE_CHECKING:
-    from toolrerank_plugins.engine import Engine
+    from toolrerank_plugins.stages import StageContext
 
 
 class QueryGenerationConfig(LLMStageConfig):
@@ -89,7 +89,7 @@ class QueryGenerationStage(LLMStage):
         template = c.template or (prompts.QUERY_GENERATION if c.prompt == "description" else prompts.INTENT_GENERATION)
         return template.format(query=prompts.user_text(query), max_queries=c.max_queries)
 
-    def plan(self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]) -> Plan:
+    def plan(self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]) -> Plan:
         c = self.config
         (out,) = yield LLMCall((self.prompt_for(query),), c.temperature, c.max_tokens)
         if isinstance(out, LLMError):
@@ -98,10 +98,10 @@ class QueryGenerationStage(LLMStage):
         parsed = parse_query_list(out, max_items=c.max_queries, max_chars=c.max_query_chars)
         trace["parse"] = parsed.to_dict()
         if parsed.api_names:
-            trace["invented_api_names"] = unknown_names(engine, parsed.api_names)
+            trace["invented_api_names"] = unknown_names(ctx, parsed.api_names)
         if parsed.status != "ok":
             raise self.fail(f"unusable_output: {parsed.status}")
-        k = c.top_k or max(len(candidates), engine.config.candidate_k)
+        k = c.top_k or max(len(candidates), ctx.depth)
         rankings: list[list[ScoredTool]] = yield Retrieve(tuple(parsed.items), k)
         lists = list(rankings) + ([candidates[:k]] if c.include_original else [])
         merged = interleave(lists, k)
@@ -111,21 +111,13 @@ class QueryGenerationStage(LLMStage):
         return self.scored(merged, [1.0 / i for i in range(1, len(merged) + 1)])
 
 
-def unknown_names(engine: Engine, names: Sequence[str]) -> list[str]:
+def unknown_names(ctx: StageContext, names: Sequence[str]) -> list[str]:
     """API-like names the LLM wrote that match no API or tool in the catalog (they were used as words only)."""
-    known = getattr(engine, "_llm_known_names", None)
-    if known is None or known[0] != len(engine.catalog):
-        names_set = set()
-        for spec in engine.catalog:
-            names_set.add(spec.name.lower())
-            if spec.tool:
-                names_set.add(spec.tool.lower())
-        known = (len(engine.catalog), names_set)
-        engine._llm_known_names = known  # type: ignore[attr-defined]
-    return [n for n in dict.fromkeys(names) if n.lower() not in known[1]]
+    known = ctx.known_names()
+    return [n for n in dict.fromkeys(names) if n.lower() not in known]
 
 
-def _factory(cfg: QueryGenerationConfig, engine: Engine, path: Path | None) -> QueryGenerationStage:
+def _factory(cfg: QueryGenerationConfig, ctx: StageContext, path: Path | None) -> QueryGenerationStage:
     return QueryGenerationStage(cfg)
 
 

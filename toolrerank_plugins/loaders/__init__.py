@@ -8,6 +8,7 @@ from toolrerank_plugins.loaders.jsonl import (
     load_edges,
     load_queries,
     load_tools_jsonl,
+    write_edges,
     write_tools_jsonl,
 )
 from toolrerank_plugins.loaders.mcp import from_mcp_tools
@@ -21,6 +22,7 @@ __all__ = [
     "from_openapi",
     "load_catalog",
     "load_edges",
+    "write_edges",
     "load_queries",
     "load_tools_jsonl",
     "spec_from_callable",

@@ -94,11 +94,19 @@ def load_edges(path: str | Path) -> list[Edge]:
     return out
 
 
+def write_edges(edges: Iterable[Edge], path: str | Path) -> None:
+    """Write edges as JSONL in the format :func:`load_edges` reads."""
+    with Path(path).open("w", encoding="utf-8") as fh:
+        for e in edges:
+            record = {"source": e.source, "target": e.target, "type": e.type, "origin": e.origin, "weight": e.weight}
+            fh.write(json.dumps(record) + "\n")
+
+
 def load_catalog(path: str | Path, *, with_edges: bool = True) -> Catalog:
     """Load a catalog from a directory (``tools.jsonl`` [+ ``edges.jsonl``]) or a single JSONL file.
 
     Example:
-        >>> from toolrerank_plugins.testing import default_catalog_path
+        >>> from toolrerank_plugins.catalog import default_catalog_path
         >>> cat = load_catalog(default_catalog_path())
         >>> len(cat) > 200
         True

@@ -25,7 +25,7 @@ import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -36,10 +36,7 @@ from toolrerank_plugins.rerank.classifier import QueryType, QueryTypeClassifier,
 from toolrerank_plugins.rerank.cross_encoder import Reranker
 from toolrerank_plugins.rerank.hierarchy import multi_tool_rerank, single_tool_rerank
 from toolrerank_plugins.rerank.truncation import adaptive_truncate
-from toolrerank_plugins.stages import StageType
-
-if TYPE_CHECKING:
-    from toolrerank_plugins.engine import Engine
+from toolrerank_plugins.stages import Stage, StageContext, StageType
 
 logger = logging.getLogger(__name__)
 
@@ -96,12 +93,12 @@ class ToolRerankConfig(BaseModel):
         return self
 
 
-class ToolRerankStage:
+class ToolRerankStage(Stage):
     """ToolRerank as an engine stage.
 
     Args:
         config: the stage config.
-        engine: the engine it runs in (catalog, renderer, embedder).
+        ctx: the stage context of the engine it runs in (catalog, renderer, embedder, cached embeddings).
         reranker: the cross-encoder (or any :class:`Reranker`); ``None`` ranks by first-stage scores.
         classifier: the query-type classifier for ``classification="auto"/"classifier"``.
 
@@ -109,9 +106,10 @@ class ToolRerankStage:
         >>> from toolrerank_plugins.engine import Engine, EngineConfig
         >>> from toolrerank_plugins.testing import FakeCrossEncoder, tiny_catalog
         >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
-        >>> stage = ToolRerankStage(ToolRerankConfig(classification="single"), engine, reranker=FakeCrossEncoder())
-        >>> out = stage.run("weather forecast in a city", engine.retrieve(["weather forecast in a city"], 10)[0],
-        ...                 engine, {})
+        >>> ctx = engine.context
+        >>> stage = ToolRerankStage(ToolRerankConfig(classification="single"), ctx, reranker=FakeCrossEncoder())
+        >>> out = stage.run("weather forecast in a city", ctx.retrieve(["weather forecast in a city"], 10)[0],
+        ...                 ctx, {})
         >>> out[0].tool.tool
         'SkyCast'
     """
@@ -121,7 +119,7 @@ class ToolRerankStage:
     def __init__(
         self,
         config: ToolRerankConfig,
-        engine: Engine,
+        ctx: StageContext,
         *,
         reranker: Reranker | None = None,
         classifier: QueryTypeClassifier | None = None,
@@ -131,7 +129,6 @@ class ToolRerankStage:
         self.classifier = classifier
         self.oracle_types: dict[str, QueryType] = {}
         self._tool_index: dict[str, list[str]] = {}
-        self._dense_rows: dict[str, int] = {}
         self._emb_memo: dict[str, np.ndarray] = {}
         self._type_memo: dict[tuple[int, str], QueryType] = {}
         if config.classification == "classifier" and classifier is None:
@@ -139,24 +136,23 @@ class ToolRerankStage:
         if config.classification == "oracle" and config.oracle_queries:
             from toolrerank_plugins.loaders import load_queries
 
-            self.set_oracle(load_queries(config.oracle_queries), engine)
+            self.set_oracle(load_queries(config.oracle_queries), ctx)
 
     # -- engine hooks ----------------------------------------------------------------------------
-    def on_index(self, engine: Engine) -> None:
-        """Rebuild the tool -> APIs index (extended list) and the id -> embedding row map."""
-        self._tool_index = {key: [s.id for s in specs] for key, specs in engine.catalog.tools().items()}
-        self._dense_rows = {tid: i for i, tid in enumerate(engine.dense.ids)} if engine.dense is not None else {}
+    def on_index(self, ctx: StageContext) -> None:
+        """Rebuild the tool -> APIs index (extended list); forget embeddings encoded for uncached APIs."""
+        self._tool_index = {key: [s.id for s in specs] for key, specs in ctx.catalog.tools().items()}
         self._emb_memo.clear()
 
-    def set_oracle(self, queries: Iterable[LabelledQuery], engine: Engine) -> None:
+    def set_oracle(self, queries: Iterable[LabelledQuery], ctx: StageContext) -> None:
         """Gold query types (by query text) for ``classification="oracle"``."""
-        self.oracle_types.update({q.query: query_type(q, engine.catalog) for q in queries})
+        self.oracle_types.update({q.query: query_type(q, ctx.catalog) for q in queries})
 
     # -- pieces ----------------------------------------------------------------------------------
-    def seen_tools(self, engine: Engine) -> frozenset[str]:
+    def seen_tools(self, ctx: StageContext) -> frozenset[str]:
         """Tools seen in training: recorded with the reranker, plus any the catalog was told about."""
         from_model = frozenset(getattr(self.reranker, "seen_tools", frozenset()) or ())
-        return from_model | engine.catalog.seen_tools
+        return from_model | ctx.catalog.seen_tools
 
     def _fallback(self, items: list[ScoredTool], top: float | None = None) -> list[float]:
         """First-stage scores in [0, 1]; ``relative`` divides by ``top`` (default: the best of ``items``)."""
@@ -168,11 +164,11 @@ class ToolRerankStage:
         return np.clip(raw / top, 0.0, 1.0).tolist() if top > 0 else [0.0] * len(items)
 
     def _score(
-        self, query: str, items: list[ScoredTool], engine: Engine, *, first_stage_top: float | None = None
+        self, query: str, items: list[ScoredTool], ctx: StageContext, *, first_stage_top: float | None = None
     ) -> list[float]:
         if self.reranker is None:
             return self._fallback(items, first_stage_top)
-        scores = self.reranker.score(query, [engine.render(c.tool) for c in items], batch_size=self.config.batch_size)
+        scores = self.reranker.score(query, [ctx.render(c.tool) for c in items], batch_size=self.config.batch_size)
         if len(scores) != len(items):
             raise ValueError(f"reranker returned {len(scores)} scores for {len(items)} texts")
         w = self.config.first_stage_weight
@@ -201,26 +197,26 @@ class ToolRerankStage:
             self._type_memo[key] = self.classifier.predict([query])[0]
         return self._type_memo[key]
 
-    def _embeddings(self, items: list[ScoredTool], engine: Engine) -> np.ndarray:
-        if engine.dense is not None and all(c.id in self._dense_rows for c in items):
-            emb = engine.dense.embeddings
-            return np.asarray(emb[[self._dense_rows[c.id] for c in items]], dtype=np.float32)
+    def _embeddings(self, items: list[ScoredTool], ctx: StageContext) -> np.ndarray:
+        cached = ctx.cached_embeddings([c.id for c in items])
+        if cached is not None:
+            return cached
         missing = [c for c in items if c.id not in self._emb_memo]
         if missing:
-            vecs = engine.embedder.encode([engine.render(c.tool) for c in missing])
+            vecs = ctx.embedder.encode([ctx.render(c.tool) for c in missing])
             for c, v in zip(missing, vecs):
                 self._emb_memo[c.id] = v
         return np.stack([self._emb_memo[c.id] for c in items]).astype(np.float32)
 
     def _extend(
-        self, query: str, tools: list[str], present: set[str], engine: Engine, first_scores: dict[str, float]
+        self, query: str, tools: list[str], present: set[str], ctx: StageContext, first_scores: dict[str, float]
     ) -> list[tuple[ScoredTool, float]]:
         budget = self.config.max_extended_apis
         specs: list[ToolSpec] = []
         for key in tools:
             for tid in self._tool_index.get(key, ()):
                 if tid not in present and len(specs) < budget:
-                    spec = engine.catalog.get(tid)
+                    spec = ctx.catalog.get(tid)
                     if spec is not None:
                         specs.append(spec)
         if not specs:
@@ -230,22 +226,24 @@ class ToolRerankStage:
         items = [ScoredTool(s, first_scores.get(s.id, 0.0), 0) for s in specs]
         if self.reranker is None:
             return [(c, 0.0) for c in items]
-        scores = self._score(query, items, engine, first_stage_top=first_top)
+        scores = self._score(query, items, ctx, first_stage_top=first_top)
         return list(zip(items, scores))
 
     # -- the stage -------------------------------------------------------------------------------
-    def run(self, query: str, candidates: list[ScoredTool], engine: Engine, trace: dict[str, Any]) -> list[ScoredTool]:
+    def run(
+        self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
+    ) -> list[ScoredTool]:
         """Rerank one query's first-stage candidates (every candidate is kept)."""
         if not candidates:
             trace["truncated_to"] = 0
             return []
         if not self._tool_index:
-            self.on_index(engine)
+            self.on_index(ctx)
         cfg = self.config
-        seen = self.seen_tools(engine)
+        seen = self.seen_tools(ctx)
         kept, rest = adaptive_truncate(candidates, lambda c: c.tool.tool_key in seen, cfg.m_s, cfg.m_u)
         first_scores = {c.id: max(float(c.score), 0.0) for c in candidates}
-        scores = self._score(query, kept, engine, first_stage_top=max(first_scores.values()))
+        scores = self._score(query, kept, ctx, first_stage_top=max(first_scores.values()))
         order = sorted(range(len(kept)), key=lambda i: -scores[i])  # stable: ties keep first-stage order
         reranked = [kept[i] for i in order]
         rscores = [scores[i] for i in order]
@@ -265,7 +263,7 @@ class ToolRerankStage:
             ext_scores: dict[str, float] = {}
 
             def extend(tools: list[str]) -> list[tuple[ScoredTool, float]]:
-                pairs = self._extend(query, tools, present, engine, first_scores)
+                pairs = self._extend(query, tools, present, ctx, first_scores)
                 ext_scores.update({c.id: s for c, s in pairs})
                 return pairs
 
@@ -284,7 +282,7 @@ class ToolRerankStage:
                 score_of.update(ext_scores)
             final = res.ranking
         elif qtype == "multi":
-            emb = self._embeddings(reranked, engine) if cfg.similarity == "embeddings" else None
+            emb = self._embeddings(reranked, ctx) if cfg.similarity == "embeddings" else None
             mres = multi_tool_rerank(reranked, rscores, emb, cfg.tau_m, cfg.n)
             trace.update({"components": len(mres.components), "selected": mres.selected})
             final = mres.ranking
@@ -315,7 +313,7 @@ class ToolRerankStage:
         (path / "stage.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
 
 
-def _factory(cfg: ToolRerankConfig, engine: Engine, path: Path | None) -> ToolRerankStage:
+def _factory(cfg: ToolRerankConfig, ctx: StageContext, path: Path | None) -> ToolRerankStage:
     from toolrerank_plugins.rerank.cross_encoder import load_reranker
 
     model_dir: str | None = cfg.model_path
@@ -336,29 +334,8 @@ def _factory(cfg: ToolRerankConfig, engine: Engine, path: Path | None) -> ToolRe
         if model_dir
         else None
     )
-    classifier = QueryTypeClassifier.load(clf_dir, engine.embedder) if clf_dir else None
-    return ToolRerankStage(cfg, engine, reranker=reranker, classifier=classifier)
+    classifier = QueryTypeClassifier.load(clf_dir, ctx.embedder) if clf_dir else None
+    return ToolRerankStage(cfg, ctx, reranker=reranker, classifier=classifier)
 
 
 STAGE_TYPE = StageType(config_model=ToolRerankConfig, factory=_factory)
-
-
-def register_pipelines() -> None:
-    """Presets for ``toolrerank eval --pipeline``: training-free hierarchy reranking over each first stage."""
-    from toolrerank_plugins.engine import EngineConfig
-    from toolrerank_plugins.pipelines import known_pipelines, register_pipeline
-    from toolrerank_plugins.stages import StageSpec
-
-    for retriever in ("bm25", "dense", "hybrid"):
-        name = f"{retriever}-hierarchy"
-        if name in known_pipelines():
-            continue
-
-        def make(r: str = retriever) -> EngineConfig:
-            return EngineConfig(
-                retriever=r,  # type: ignore[arg-type]
-                candidate_k=50,
-                stages=[StageSpec(type="toolrerank", params={"classification": "single", "m_s": 30, "m_u": 30})],
-            )
-
-        register_pipeline(name, make)

@@ -63,7 +63,9 @@ def run_config(
     stage.config = old.model_copy(update=params)
     try:
         idx = range(len(prep.queries)) if indices is None else indices
-        return [[c.id for c in stage.run(prep.queries[i].query, list(prep.candidates[i]), engine, {})] for i in idx]
+        return [
+            [c.id for c in stage.run(prep.queries[i].query, list(prep.candidates[i]), engine.context, {})] for i in idx
+        ]
     finally:
         stage.config = old
 

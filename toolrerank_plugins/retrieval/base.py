@@ -1,32 +1,157 @@
-"""The first-stage retriever interface."""
+"""The first-stage interface: every first stage (dense, BM25, hybrid, a new backend) is a :class:`FirstStage`.
+
+The engine holds exactly one first stage, built by name from the registry (``EngineConfig.retriever``).
+Adding a backend means subclassing :class:`FirstStage` and calling :func:`register_first_stage`; no engine
+code changes. A backend reads its settings from its own section of the engine config (``config.dense``,
+``config.bm25``, ...).
+
+Saved engines keep one folder per retriever under the engine directory (``dense/``, ``bm25/``): a first
+stage's :meth:`FirstStage.save` and :meth:`FirstStage.load` receive that directory and use their own folder.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-#: (API id, score) pairs, best first.
-Hit = tuple[str, float]
+from toolrerank_plugins._extras import import_object
+from toolrerank_plugins.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from toolrerank_plugins.encoders import Embedder
+
+#: ids, raw embeddings -> embeddings actually indexed (e.g. TGR's graph convolution).
+DocTransform = Callable[[list[str], "np.ndarray"], "np.ndarray"]
+
+_NO_SCORES: Mapping[str, float] = MappingProxyType({})
 
 
-@runtime_checkable
-class FirstStageRetriever(Protocol):
-    """Indexes API texts by id and answers queries with the best ids.
+class Hit(NamedTuple):
+    """One first-stage result: API id, the first stage's score, and each underlying retriever's score.
 
-    Implementations support incremental ``add`` / ``remove`` without re-encoding what is already indexed.
+    A tuple, so ``tool_id, score = hit[:2]`` works; ``scores`` is empty for a single retriever and holds
+    e.g. ``{"dense": .., "bm25": ..}`` for a fusion.
     """
 
-    name: str
+    id: str
+    score: float
+    scores: Mapping[str, float] = _NO_SCORES
 
-    def index(self, ids: Sequence[str], texts: Sequence[str]) -> None: ...
 
+class FirstStage(ABC):
+    """Indexes API texts by id and answers queries with the best ids.
+
+    ``add`` / ``remove`` must not re-encode what is already indexed. Optional capabilities have defaults:
+    a first stage without document vectors returns None from :meth:`embeddings_for` and ignores
+    :meth:`set_document_transform`.
+    """
+
+    name: str = "first_stage"
+
+    @abstractmethod
+    def index(self, ids: Sequence[str], texts: Sequence[str], *, cache: dict[str, Any] | None = None) -> None:
+        """(Re)build from scratch; ``cache`` maps text keys to embeddings already computed (dense only)."""
+
+    @abstractmethod
     def add(self, ids: Sequence[str], texts: Sequence[str]) -> None: ...
 
+    @abstractmethod
     def remove(self, ids: Sequence[str]) -> None: ...
 
-    def search(self, queries: Sequence[str], top_k: int) -> list[list[Hit]]: ...
+    @abstractmethod
+    def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
+        """The best ``depth`` hits per query, best first."""
 
-    def save(self, path: Path) -> None: ...
+    @abstractmethod
+    def save(self, root: Path) -> None:
+        """Write this first stage's files under the engine directory ``root``."""
 
-    def __len__(self) -> int: ...
+    @classmethod
+    @abstractmethod
+    def load(cls, root: Path, config: Any, *, embedder: Embedder | None = None) -> FirstStage:
+        """Read what :meth:`save` wrote under ``root``; ``config`` is the engine config."""
+
+    @property
+    @abstractmethod
+    def ids(self) -> list[str]: ...
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    # -- optional capabilities -------------------------------------------------------------------
+    @property
+    def parts(self) -> Mapping[str, FirstStage]:
+        """The retrievers this first stage is made of, by name (itself for a single retriever)."""
+        return {self.name: self}
+
+    @property
+    def encoder(self) -> Embedder | None:
+        """The bi-encoder this first stage uses, if any."""
+        return None
+
+    @property
+    def has_embeddings(self) -> bool:
+        return False
+
+    def embeddings_for(self, ids: Sequence[str]) -> np.ndarray | None:
+        """Raw document embeddings of ``ids`` (None when not every id has one here)."""
+        return None
+
+    def embedding_cache(self) -> dict[str, np.ndarray]:
+        """Text key -> raw embedding, reusable by :meth:`index` of a new engine."""
+        return {}
+
+    def set_document_transform(self, transform: DocTransform | None) -> None:
+        """Install ``transform`` on document vectors and re-index from cached raw vectors (no-op here)."""
+        return None
+
+
+@dataclass(frozen=True)
+class FirstStageType:
+    """How to make a first stage: ``build(config, embedder)`` for a new index, and its class for loading."""
+
+    build: Callable[[Any, Embedder | None], FirstStage]
+    load: Callable[[Path, Any, Embedder | None], FirstStage]
+
+
+_REGISTRY: dict[str, FirstStageType | str] = {
+    "dense": "toolrerank_plugins.retrieval.dense:FIRST_STAGE_TYPE",
+    "bm25": "toolrerank_plugins.retrieval.bm25:FIRST_STAGE_TYPE",
+    "hybrid": "toolrerank_plugins.retrieval.hybrid:FIRST_STAGE_TYPE",
+}
+
+
+def register_first_stage(name: str, first_stage_type: FirstStageType | str, *, replace: bool = False) -> None:
+    """Register a first-stage backend under an exact name (``"module:attr"`` strings import lazily)."""
+    if name in _REGISTRY and not replace:
+        raise ConfigError(f"first stage {name!r} is already registered; pass replace=True to override")
+    _REGISTRY[name] = first_stage_type
+
+
+def known_first_stages() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_first_stage_type(name: str) -> FirstStageType:
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        raise ConfigError(f"unknown retriever {name!r}; known: {', '.join(known_first_stages())}")
+    if isinstance(entry, str):
+        try:
+            obj = import_object(entry)
+        except Exception as exc:
+            raise ConfigError(f"retriever {name!r} could not be imported from {entry!r}: {exc}") from exc
+        if not isinstance(obj, FirstStageType):
+            raise ConfigError(f"{entry} is not a FirstStageType")
+        _REGISTRY[name] = entry = obj
+    return entry
+
+
+#: Deprecated name of the interface (a Protocol before); kept so old imports keep working.
+FirstStageRetriever = FirstStage

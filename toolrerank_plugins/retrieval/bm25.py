@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.errors import PersistenceError
-from toolrerank_plugins.retrieval.base import Hit
+from toolrerank_plugins.retrieval.base import FirstStage, FirstStageType, Hit
 
 
 class BM25Config(BaseModel):
@@ -23,11 +23,12 @@ class BM25Config(BaseModel):
     stopwords: str | None = Field("en", description="bm25s stopword list name, or None")
 
 
-class BM25Retriever:
+class BM25Retriever(FirstStage):
     """Lexical retrieval with bm25s.
 
     BM25's IDF depends on the whole corpus, so ``add``/``remove`` rebuild the index from the stored token
-    lists; only new texts are tokenised. Hits with score 0 (no shared term) are dropped.
+    lists; only new texts are tokenised. Hits with score 0 (no shared term) are dropped. Saved in the
+    ``bm25/`` folder of an engine directory.
     """
 
     name = "bm25"
@@ -42,13 +43,17 @@ class BM25Retriever:
     def __len__(self) -> int:
         return len(self._ids)
 
+    @property
+    def ids(self) -> list[str]:
+        return list(self._ids)
+
     def _tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         bm25s = require("bm25s")
         return bm25s.tokenize(  # type: ignore[no-any-return]
             list(texts), stopwords=self.config.stopwords, return_ids=False, show_progress=False
         )
 
-    def index(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+    def index(self, ids: Sequence[str], texts: Sequence[str], *, cache: dict[str, Any] | None = None) -> None:
         if len(ids) != len(texts):
             raise ValueError("ids and texts must have the same length")
         self._ids, self._texts = list(ids), list(texts)
@@ -79,12 +84,12 @@ class BM25Retriever:
         self._tokens = [self._tokens[i] for i in keep]
         self._rebuild()
 
-    def search(self, queries: Sequence[str], top_k: int) -> list[list[Hit]]:
+    def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
         if not queries:
             return []
         if not self._ids or self._model is None:
             return [[] for _ in queries]
-        k = min(top_k, len(self._ids))
+        k = min(depth, len(self._ids))
         toks = self._tokenize(queries)
         out: list[list[Hit]] = []
         # bm25s cannot score an empty query; such queries simply have no lexical hits.
@@ -93,11 +98,13 @@ class BM25Retriever:
         if nonempty:
             docs, scores = self._model.retrieve([toks[i] for i in nonempty], k=k, show_progress=False)
             for qi, drow, srow in zip(nonempty, docs, scores):
-                res[qi] = [(self._ids[int(d)], float(s)) for d, s in zip(drow, srow) if s > 0]
+                res[qi] = [Hit(self._ids[int(d)], float(s)) for d, s in zip(drow, srow) if s > 0]
         out = [res[i] for i in range(len(queries))]
         return out
 
-    def save(self, path: Path) -> None:
+    def save(self, root: Path) -> None:
+        """Write ``bm25.json`` (ids and texts) into ``root/bm25``."""
+        path = root / self.name
         path.mkdir(parents=True, exist_ok=True)
         # Texts are stored (not a pickle of the model); loading re-indexes deterministically.
         (path / "bm25.json").write_text(
@@ -105,7 +112,8 @@ class BM25Retriever:
         )
 
     @classmethod
-    def load(cls, path: Path, config: BM25Config) -> BM25Retriever:
+    def load(cls, root: Path, config: BM25Config, *, embedder: Any = None) -> BM25Retriever:
+        path = root / cls.name
         try:
             data = json.loads((path / "bm25.json").read_text(encoding="utf-8"))
             ids, texts = data["ids"], data["texts"]
@@ -116,3 +124,9 @@ class BM25Retriever:
         self = cls(config)
         self.index(ids, texts)
         return self
+
+
+FIRST_STAGE_TYPE = FirstStageType(
+    build=lambda config, embedder: BM25Retriever(config.bm25),
+    load=lambda root, config, embedder: BM25Retriever.load(root, config.bm25),
+)

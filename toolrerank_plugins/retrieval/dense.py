@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,12 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.encoders import Embedder, SentenceTransformerEmbedder
 from toolrerank_plugins.errors import ConfigError, PersistenceError
-from toolrerank_plugins.retrieval.base import Hit
+from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit
 
 logger = logging.getLogger(__name__)
-
-#: ids, raw embeddings -> embeddings actually indexed (e.g. TGR's graph propagation).
-DocTransform = Callable[[list[str], np.ndarray], np.ndarray]
 
 
 class DenseConfig(BaseModel):
@@ -51,11 +48,11 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
-class DenseRetriever:
+class DenseRetriever(FirstStage):
     """Encodes API texts once, keeps the raw embeddings (the cache) and a faiss index over them.
 
     ``add`` encodes only the new texts; ``remove`` rebuilds the faiss index from cached embeddings
-    without re-encoding anything.
+    without re-encoding anything. Saved in the ``dense/`` folder of an engine directory.
     """
 
     name = "dense"
@@ -74,6 +71,8 @@ class DenseRetriever:
         self._keys: list[str] = []
         self._emb = np.zeros((0, 0), dtype=np.float32)
         self._index: Any = None
+        self._rows: dict[str, int] = {}
+        self._row_ids: list[str] | None = None
         self.doc_transform: DocTransform | None = None
 
     # -- build -----------------------------------------------------------------------------------
@@ -83,6 +82,26 @@ class DenseRetriever:
     @property
     def ids(self) -> list[str]:
         return list(self._ids)
+
+    @property
+    def encoder(self) -> Embedder:
+        return self.embedder
+
+    @property
+    def has_embeddings(self) -> bool:
+        return True
+
+    def embeddings_for(self, ids: Sequence[str]) -> np.ndarray | None:
+        if self._row_ids is not self._ids:
+            self._rows = {tid: i for i, tid in enumerate(self._ids)}
+            self._row_ids = self._ids
+        rows: list[int] = []
+        for t in ids:
+            r = self._rows.get(t)
+            if r is None:
+                return None
+            rows.append(r)
+        return np.asarray(self._emb[rows], dtype=np.float32)
 
     @property
     def embeddings(self) -> np.ndarray:
@@ -121,7 +140,7 @@ class DenseRetriever:
             self._emb = new
         else:
             self._emb = np.vstack([self._emb, new])
-        self._ids += list(ids)
+        self._ids = [*self._ids, *ids]  # a new list: row lookups keyed on the old one are rebuilt
         self._keys += [text_key(t) for t in texts]
         if self.doc_transform is None and self.config.index == "flat" and self._index is not None:
             self._index.add(new)  # append-only: no rebuild
@@ -138,6 +157,10 @@ class DenseRetriever:
 
     def refresh(self) -> None:
         """Rebuild the faiss index from cached embeddings (e.g. after changing :attr:`doc_transform`)."""
+        self._rebuild_index()
+
+    def set_document_transform(self, transform: DocTransform | None) -> None:
+        self.doc_transform = transform
         self._rebuild_index()
 
     def indexed_embeddings(self) -> np.ndarray:
@@ -169,22 +192,24 @@ class DenseRetriever:
         prefix = self.config.query_prefix
         return self._encode([prefix + q for q in queries])
 
-    def search(self, queries: Sequence[str], top_k: int) -> list[list[Hit]]:
+    def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
         if not queries:
             return []
-        return self.search_vectors(self.encode_queries(queries), top_k)
+        return self.search_vectors(self.encode_queries(queries), depth)
 
-    def search_vectors(self, vectors: np.ndarray, top_k: int) -> list[list[Hit]]:
+    def search_vectors(self, vectors: np.ndarray, depth: int) -> list[list[Hit]]:
         if self._index is None or not self._ids:
             return [[] for _ in range(len(vectors))]
-        k = min(top_k, len(self._ids))
+        k = min(depth, len(self._ids))
         scores, rows = self._index.search(np.ascontiguousarray(vectors, dtype=np.float32), k)
         ids = self._ids
-        return [[(ids[r], float(s)) for r, s in zip(row_r, row_s) if r >= 0] for row_r, row_s in zip(rows, scores)]
+        return [[Hit(ids[r], float(s)) for r, s in zip(row_r, row_s) if r >= 0] for row_r, row_s in zip(rows, scores)]
 
     # -- persistence -----------------------------------------------------------------------------
-    def save(self, path: Path) -> None:
+    def save(self, root: Path) -> None:
+        """Write ``embeddings.npy``, ``ids.json``, ``faiss.index`` and ``dense.json`` into ``root/dense``."""
         faiss = require("faiss")
+        path = root / self.name
         path.mkdir(parents=True, exist_ok=True)
         np.save(path / "embeddings.npy", self._emb, allow_pickle=False)
         (path / "ids.json").write_text(json.dumps({"ids": self._ids, "text_keys": self._keys}), encoding="utf-8")
@@ -195,8 +220,9 @@ class DenseRetriever:
         )
 
     @classmethod
-    def load(cls, path: Path, config: DenseConfig, *, embedder: Embedder | None = None) -> DenseRetriever:
+    def load(cls, root: Path, config: DenseConfig, *, embedder: Embedder | None = None) -> DenseRetriever:
         faiss = require("faiss")
+        path = root / cls.name
         self = cls(config, embedder=embedder)
         try:
             meta = json.loads((path / "dense.json").read_text(encoding="utf-8"))
@@ -231,3 +257,9 @@ class DenseRetriever:
     def embedding_cache(self) -> dict[str, np.ndarray]:
         """text key -> raw embedding (reused when re-indexing unchanged texts)."""
         return {k: self._emb[i] for i, k in enumerate(self._keys)}
+
+
+FIRST_STAGE_TYPE = FirstStageType(
+    build=lambda config, embedder: DenseRetriever(config.dense, embedder=embedder),
+    load=lambda root, config, embedder: DenseRetriever.load(root, config.dense, embedder=embedder),
+)

@@ -1,12 +1,21 @@
-"""Hybrid retrieval: reciprocal-rank fusion of dense and BM25 rankings."""
+"""Hybrid retrieval: reciprocal-rank fusion of a dense and a BM25 ranking, as one first stage."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolrerank_plugins.retrieval.base import Hit
+from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit
+from toolrerank_plugins.retrieval.bm25 import BM25Retriever
+from toolrerank_plugins.retrieval.dense import DenseRetriever
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from toolrerank_plugins.encoders import Embedder
 
 
 class HybridConfig(BaseModel):
@@ -27,6 +36,101 @@ def rrf_fuse(rankings: Sequence[tuple[Sequence[Hit], float]], *, rrf_k: int, top
     for hits, weight in rankings:
         if weight == 0:
             continue
-        for rank, (tool_id, _) in enumerate(hits, start=1):
-            scores[tool_id] = scores.get(tool_id, 0.0) + weight / (rrf_k + rank)
-    return sorted(scores.items(), key=lambda kv: -kv[1])[:top_k]
+        for rank, hit in enumerate(hits, start=1):
+            scores[hit[0]] = scores.get(hit[0], 0.0) + weight / (rrf_k + rank)
+    return [Hit(tid, score) for tid, score in sorted(scores.items(), key=lambda kv: -kv[1])[:top_k]]
+
+
+class HybridRetriever(FirstStage):
+    """A dense and a BM25 retriever over the same ids, fused by :func:`rrf_fuse`.
+
+    Each hit carries both retrievers' scores (``hit.scores``: ``dense`` and/or ``bm25``). Saved as the
+    ``dense/`` and ``bm25/`` folders of an engine directory.
+    """
+
+    name = "hybrid"
+
+    def __init__(self, config: HybridConfig, dense: DenseRetriever, bm25: BM25Retriever) -> None:
+        self.config = config
+        self.dense = dense
+        self.bm25 = bm25
+
+    @property
+    def ids(self) -> list[str]:
+        return self.dense.ids
+
+    @property
+    def parts(self) -> Mapping[str, FirstStage]:
+        return {"dense": self.dense, "bm25": self.bm25}
+
+    @property
+    def encoder(self) -> Embedder:
+        return self.dense.embedder
+
+    @property
+    def has_embeddings(self) -> bool:
+        return True
+
+    def index(self, ids: Sequence[str], texts: Sequence[str], *, cache: dict[str, Any] | None = None) -> None:
+        self.dense.index(ids, texts, cache=cache)
+        self.bm25.index(ids, texts)
+
+    def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        self.dense.add(ids, texts)
+        self.bm25.add(ids, texts)
+
+    def remove(self, ids: Sequence[str]) -> None:
+        self.dense.remove(ids)
+        self.bm25.remove(ids)
+
+    def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
+        c = self.config
+        deep = max(depth, c.candidates)
+        out: list[list[Hit]] = []
+        for dh, bh in zip(self.dense.search(queries, deep), self.bm25.search(queries, deep)):
+            fused = rrf_fuse([(dh, c.dense_weight), (bh, c.bm25_weight)], rrf_k=c.rrf_k, top_k=depth)
+            dmap, bmap = {h.id: h.score for h in dh}, {h.id: h.score for h in bh}
+            out.append(
+                [
+                    Hit(
+                        h.id,
+                        h.score,
+                        {
+                            **({"dense": dmap[h.id]} if h.id in dmap else {}),
+                            **({"bm25": bmap[h.id]} if h.id in bmap else {}),
+                        },
+                    )
+                    for h in fused
+                ]
+            )
+        return out
+
+    def embeddings_for(self, ids: Sequence[str]) -> np.ndarray | None:
+        return self.dense.embeddings_for(ids)
+
+    def embedding_cache(self) -> dict[str, np.ndarray]:
+        return self.dense.embedding_cache()
+
+    def set_document_transform(self, transform: DocTransform | None) -> None:
+        self.dense.set_document_transform(transform)
+
+    def save(self, root: Path) -> None:
+        self.dense.save(root)
+        self.bm25.save(root)
+
+    @classmethod
+    def load(cls, root: Path, config: Any, *, embedder: Embedder | None = None) -> HybridRetriever:
+        """``config`` is the engine config (the hybrid, dense and BM25 sections are all read)."""
+        return cls(
+            config.hybrid,
+            DenseRetriever.load(root, config.dense, embedder=embedder),
+            BM25Retriever.load(root, config.bm25),
+        )
+
+
+FIRST_STAGE_TYPE = FirstStageType(
+    build=lambda config, embedder: HybridRetriever(
+        config.hybrid, DenseRetriever(config.dense, embedder=embedder), BM25Retriever(config.bm25)
+    ),
+    load=lambda root, config, embedder: HybridRetriever.load(root, config, embedder=embedder),
+)

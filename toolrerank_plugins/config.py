@@ -1,0 +1,46 @@
+"""The engine's configuration, saved as ``config.json`` in an engine directory."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from toolrerank_plugins.render import RenderConfig
+from toolrerank_plugins.retrieval.base import known_first_stages
+from toolrerank_plugins.retrieval.bm25 import BM25Config
+from toolrerank_plugins.retrieval.dense import DenseConfig
+from toolrerank_plugins.retrieval.hybrid import HybridConfig
+from toolrerank_plugins.stages import StageSpec
+
+#: The built-in first stages; any name registered with :func:`~toolrerank_plugins.retrieval.base.register_first_stage`
+#: is accepted too.
+RetrieverName = str
+
+
+class EngineConfig(BaseModel):
+    """Everything that defines an engine; saved as ``config.json``.
+
+    ``retriever`` names the first stage (``dense``, ``bm25``, ``hybrid`` or a registered backend); each
+    retriever reads its own section (``dense``, ``bm25``, ``hybrid``).
+
+    Example:
+        >>> EngineConfig(retriever="bm25", candidate_k=30).retriever
+        'bm25'
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    retriever: RetrieverName = "dense"
+    candidate_k: int = Field(50, ge=1, description="first-stage depth handed to the stages")
+    render: RenderConfig = Field(default_factory=RenderConfig)
+    dense: DenseConfig = Field(default_factory=DenseConfig)
+    bm25: BM25Config = Field(default_factory=BM25Config)
+    hybrid: HybridConfig = Field(default_factory=HybridConfig)
+    stages: list[StageSpec] = Field(default_factory=list)
+
+    @field_validator("retriever")
+    @classmethod
+    def _known_retriever(cls, value: str) -> str:
+        known = known_first_stages()
+        if value not in known:
+            raise ValueError(f"unknown retriever {value!r}; known: {', '.join(known)}")
+        return value
