@@ -16,7 +16,7 @@ import argparse
 import json
 import logging
 
-from toolrerank_plugins.rerank.cli import _engine_map, collect_pairs, source_loader
+from toolrerank_plugins.rerank.sources import collect_pairs, engine_map, source_loader
 from toolrerank_plugins.rerank.training import TrainingSource, train_cross_encoder
 
 
@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    load = source_loader("train", _engine_map(args.engine), args.first_stage)
+    load = source_loader("train", engine_map(args.engine), args.first_stage)
 
     def source(d: str) -> TrainingSource:  # a loaded engine's first stage, with this run's RRF constant
         src = load(d)

@@ -1,37 +1,87 @@
-"""Named pipelines (engine config presets) for the CLI's ``--pipeline NAME``.
+"""Named pipelines (engine config presets) for ``--pipeline NAME`` and for Python.
 
-A name resolves to an :class:`EngineConfig`; a path to a JSON file holding an EngineConfig works too.
-Other stages register their presets with :func:`register_pipeline`.
+A name resolves to an :class:`EngineConfig`; a path to a JSON file holding an EngineConfig works too. Every
+bundled preset is plain data in :data:`PRESETS`, registered when this module is imported (nothing else needs
+importing first); add your own with :func:`register_pipeline`.
+
+Example:
+    >>> from toolrerank_plugins.pipelines import known_pipelines, pipeline_config
+    >>> "hybrid-hierarchy" in known_pipelines()
+    True
+    >>> pipeline_config("bm25-hierarchy").stages[0].type
+    'toolrerank'
 """
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from toolrerank_plugins.engine import EngineConfig
 from toolrerank_plugins.errors import ConfigError
 
-_PIPELINES: dict[str, Callable[[], EngineConfig]] = {
-    "dense": lambda: EngineConfig(retriever="dense"),
-    "bm25": lambda: EngineConfig(retriever="bm25"),
-    "hybrid": lambda: EngineConfig(retriever="hybrid"),
-    "dense-hnsw": lambda: EngineConfig.model_validate({"retriever": "dense", "dense": {"index": "hnsw"}}),
+
+def _hierarchy(retriever: str) -> dict[str, Any]:
+    # Training-free ToolRerank hierarchy reranking over one first stage.
+    return {
+        "retriever": retriever,
+        "candidate_k": 50,
+        "stages": [{"type": "toolrerank", "params": {"classification": "single", "m_s": 30, "m_u": 30}}],
+    }
+
+
+def _llm_stage(retriever: str, stage: str) -> dict[str, Any]:
+    # The LLM stages find their LLM in the registry (``toolrerank eval --llm ...`` registers one).
+    return {"retriever": retriever, "stages": [{"type": stage}]}
+
+
+#: The bundled presets: ``name -> EngineConfig`` data (validated afresh on every :func:`pipeline_config`).
+PRESETS: Mapping[str, Mapping[str, Any]] = {
+    "dense": {"retriever": "dense"},
+    "bm25": {"retriever": "bm25"},
+    "hybrid": {"retriever": "hybrid"},
+    "dense-hnsw": {"retriever": "dense", "dense": {"index": "hnsw"}},
     # Zero-training dependency graph (declared + schema data-flow edges) with prerequisite expansion.
-    "hybrid+tgr": lambda: EngineConfig.model_validate(
-        {"retriever": "hybrid", "stages": [{"type": "tgr", "params": {"expansion": {"enabled": True}}}]}
-    ),
+    "hybrid+tgr": {"retriever": "hybrid", "stages": [{"type": "tgr", "params": {"expansion": {"enabled": True}}}]},
+    "bm25-hierarchy": _hierarchy("bm25"),
+    "dense-hierarchy": _hierarchy("dense"),
+    "hybrid-hierarchy": _hierarchy("hybrid"),
+    "dense+querygen": _llm_stage("dense", "query_generation"),
+    "bm25+querygen": _llm_stage("bm25", "query_generation"),
+    "dense+qta": _llm_stage("dense", "qta_rewrite"),
+    "bm25+qta": _llm_stage("bm25", "qta_rewrite"),
+    "dense+feedback": _llm_stage("dense", "iterative_feedback"),
+    "bm25+feedback": _llm_stage("bm25", "iterative_feedback"),
 }
 
 
+def _preset_factory(data: Mapping[str, Any]) -> Callable[[], EngineConfig]:
+    def make() -> EngineConfig:
+        # deepcopy: nested params are handed through as-is by pydantic, and must not alias the preset
+        return EngineConfig.model_validate(copy.deepcopy(dict(data)))
+
+    return make
+
+
+_PIPELINES: dict[str, Callable[[], EngineConfig]] = {name: _preset_factory(data) for name, data in PRESETS.items()}
+
+
 def register_pipeline(name: str, factory: Callable[[], EngineConfig], *, replace: bool = False) -> None:
+    """Add a named pipeline: ``factory()`` returns a fresh :class:`EngineConfig` for each use.
+
+    Raises:
+        ConfigError: ``name`` is already registered and ``replace`` is false.
+    """
     if name in _PIPELINES and not replace:
         raise ConfigError(f"pipeline {name!r} is already registered")
     _PIPELINES[name] = factory
 
 
 def known_pipelines() -> list[str]:
+    """Sorted names of the registered pipelines."""
     return sorted(_PIPELINES)
 
 

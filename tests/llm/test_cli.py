@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from toolrerank_plugins.catalog import default_catalog_path
 from toolrerank_plugins.cli import main
-from toolrerank_plugins.testing import default_catalog_path
 
 LLM = "tests.llm._fixtures:make_llm"
 

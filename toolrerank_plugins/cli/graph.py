@@ -1,61 +1,14 @@
-"""``toolrerank train discriminator`` and ``toolrerank graph build|stats`` (added to the main CLI)."""
+"""``toolrerank graph build | stats``: TGR dependency graphs."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
-import sys
 import time
 from typing import Any
 
+from toolrerank_plugins.cli._common import out
 from toolrerank_plugins.errors import ConfigError
-
-logger = logging.getLogger(__name__)
-
-
-def _out(text: str) -> None:
-    sys.stdout.write(text + "\n")
-
-
-def cmd_train_discriminator(args: argparse.Namespace) -> int:
-    from toolrerank_plugins.graph.discriminator import DependencyDiscriminator, TrainConfig, make_pairs
-    from toolrerank_plugins.graph.schema_deps import SchemaDependencyDetector
-    from toolrerank_plugins.loaders import load_catalog
-
-    detector = SchemaDependencyDetector()
-    pretrain, finetune, test = [], [], []
-    for i, d in enumerate(args.data):
-        cat = load_catalog(d)
-        labelled = {(e.source, e.target) for e in cat.edges}
-        schema = [e for e in detector.detect(cat) if (e.source, e.target) not in labelled][: args.max_schema_edges]
-        edges = list(cat.edges) + (schema if args.schema_pairs else [])
-        if not edges:
-            logger.warning("%s: no labelled or schema edges; skipped", d)
-            continue
-        pretrain += make_pairs(cat, edges, negatives_per_edge=1.0, seed=10 + i, source=d)
-        finetune += make_pairs(cat, edges, negatives_per_edge=args.negatives, seed=20 + i, source=d)
-    for i, d in enumerate(args.test or []):
-        cat = load_catalog(d)
-        test += make_pairs(cat, cat.edges, negatives_per_edge=args.negatives, seed=99 + i, source=d)
-    if not pretrain:
-        raise ConfigError("no training pairs: give --data folders with edges.jsonl or schema data flow")
-    cfg = TrainConfig(
-        pretrain_epochs=args.epochs,
-        finetune_epochs=args.epochs,
-        batch_size=args.batch_size,
-        max_length=args.max_length,
-        torch_threads=args.threads,
-        head_learning_rate=args.head_lr,
-    )
-    t = time.perf_counter()
-    model = DependencyDiscriminator(args.base_model, device=args.device, max_length=args.max_length)
-    model.fit(pretrain, finetune, cfg)
-    model.save(args.out)
-    _out(f"trained on {len(pretrain)} + {len(finetune)} pairs in {time.perf_counter() - t:.1f}s -> {args.out}")
-    if test:
-        _out(json.dumps(model.evaluate(test), indent=1))
-    return 0
 
 
 def cmd_graph_build(args: argparse.Namespace) -> int:
@@ -103,7 +56,7 @@ def cmd_graph_build(args: argparse.Namespace) -> int:
     graph = build_graph(catalog, cfg, embeddings=emb, ids=ids, judges=judges, base=base, timings=timings)
     secs = time.perf_counter() - t
     graph.save(args.out)
-    _out(json.dumps({"seconds": round(secs, 2), "timings": timings, **graph.stats(), "out": args.out}, indent=1))
+    out(json.dumps({"seconds": round(secs, 2), "timings": timings, **graph.stats(), "out": args.out}, indent=1))
     return 0
 
 
@@ -119,13 +72,13 @@ def _apply_traces(catalog: Any, traces_path: str, mode: str, min_support: int) -
         raise ConfigError(f"{traces_path}: no query has 'calls' (ordered API ids); nothing to learn edges from")
     if mode == "filter":
         edges = edges_from_traces(catalog.edges, traces, min_support=min_support)
-        _out(f"traces: kept {len(edges)} of {len(catalog.edges)} declared edges ({len(traces)} traces)")
+        out(f"traces: kept {len(edges)} of {len(catalog.edges)} declared edges ({len(traces)} traces)")
     else:
         mined = mine_trace_edges(traces, min_support=min_support)
         mined = [e for e in mined if e.source in catalog and e.target in catalog]
         known = {(e.source, e.target) for e in catalog.edges}
         edges = catalog.edges + [e for e in mined if (e.source, e.target) not in known]
-        _out(f"traces: mined {len(mined)} edges from {len(traces)} traces ({len(edges)} declared edges now)")
+        out(f"traces: mined {len(mined)} edges from {len(traces)} traces ({len(edges)} declared edges now)")
     return Catalog(list(catalog), edges=edges, seen_tools=catalog.seen_tools, source=catalog.source)
 
 
@@ -135,43 +88,13 @@ def cmd_graph_stats(args: argparse.Namespace) -> int:
 
     catalog = load_catalog(args.catalog) if args.catalog else None
     graph = ToolGraph.load(args.graph, catalog=catalog)
-    _out(json.dumps(graph.stats(), indent=1))
+    out(json.dumps(graph.stats(), indent=1))
     return 0
 
 
-def _subparsers_of(parser: argparse.ArgumentParser) -> Any:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action
-    return parser.add_subparsers(dest="what", required=True)
-
-
-def register(subparsers: Any) -> None:
-    """Add ``train discriminator`` (to an existing ``train`` command when another module made it) and ``graph``."""
-    train = subparsers.choices.get("train") or subparsers.add_parser("train", help="train models")
-    tsub = _subparsers_of(train)
-    s = tsub.add_parser("discriminator", help="train the TGR 3-class dependency discriminator")
-    s.add_argument("--data", nargs="+", required=True, help="folders with tools.jsonl (+ edges.jsonl)")
-    s.add_argument("--test", nargs="*", help="folders whose labelled edges are the test set (report P/R/F1)")
-    s.add_argument("--out", required=True, help="folder for the save_pretrained model")
-    s.add_argument(
-        "--schema-pairs",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="add JSON-Schema data-flow edges as training pairs",
-    )
-    s.add_argument("--max-schema-edges", type=int, default=150, help="per --data folder")
-    s.add_argument("--negatives", type=float, default=4.0, help="fine-tuning negatives per edge")
-    s.add_argument("--base-model", default="default")
-    s.add_argument("--epochs", type=int, default=1)
-    s.add_argument("--batch-size", type=int, default=16)
-    s.add_argument("--max-length", type=int, default=160)
-    s.add_argument("--head-lr", type=float, default=None, help="learning rate of the new 3-class head")
-    s.add_argument("--device", default="auto")
-    s.add_argument("--threads", type=int, default=2)
-    s.set_defaults(func=cmd_train_discriminator)
-
-    g = subparsers.add_parser("graph", help="build and inspect TGR dependency graphs")
+def add_parser(sub: Any) -> None:
+    """Add ``graph`` (build, stats) to the ``toolrerank`` sub-commands ``sub``."""
+    g = sub.add_parser("graph", help="build and inspect TGR dependency graphs")
     gsub = g.add_subparsers(dest="graph_command", required=True)
     s = gsub.add_parser("build", help="build a dependency graph (node-link JSON) for a catalog")
     s.add_argument("catalog", nargs="?", help="catalog folder (tools.jsonl [+ edges.jsonl])")

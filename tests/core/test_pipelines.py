@@ -1,0 +1,100 @@
+"""Pipeline presets are plain data usable from Python, and the CLI lists them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolrerank_plugins.pipelines import known_pipelines, pipeline_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+EXPECTED = {
+    "dense",
+    "bm25",
+    "hybrid",
+    "dense-hnsw",
+    "hybrid+tgr",
+    "bm25-hierarchy",
+    "dense-hierarchy",
+    "hybrid-hierarchy",
+    "dense+querygen",
+    "bm25+querygen",
+    "dense+qta",
+    "bm25+qta",
+    "dense+feedback",
+    "bm25+feedback",
+}
+
+
+def test_every_preset_resolves_in_a_fresh_interpreter_without_the_cli() -> None:
+    code = (
+        "import json, sys\n"
+        "from toolrerank_plugins.pipelines import known_pipelines, pipeline_config\n"
+        "configs = {n: pipeline_config(n).model_dump(mode='json') for n in known_pipelines()}\n"
+        "cli = sorted(m for m in sys.modules if m.startswith('toolrerank_plugins.cli'))\n"
+        "print(json.dumps({'cli': cli, 'configs': configs}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    data = json.loads(proc.stdout)
+    assert data["cli"] == []
+    configs = data["configs"]
+    assert set(configs) == EXPECTED
+    for retriever in ("bm25", "dense", "hybrid"):
+        cfg = configs[f"{retriever}-hierarchy"]
+        assert cfg["retriever"] == retriever and cfg["candidate_k"] == 50
+        assert [(s["type"], s["params"]) for s in cfg["stages"]] == [
+            ("toolrerank", {"classification": "single", "m_s": 30, "m_u": 30})
+        ]
+    llm_stages = {"querygen": "query_generation", "qta": "qta_rewrite", "feedback": "iterative_feedback"}
+    for retriever in ("bm25", "dense"):
+        for suffix, stage in llm_stages.items():
+            cfg = configs[f"{retriever}+{suffix}"]
+            assert cfg["retriever"] == retriever
+            assert [(s["type"], s["params"]) for s in cfg["stages"]] == [(stage, {})]
+    assert configs["dense-hnsw"]["dense"]["index"] == "hnsw"
+    assert configs["hybrid+tgr"]["stages"][0]["params"] == {"expansion": {"enabled": True}}
+
+
+def test_preset_configs_are_fresh_copies() -> None:
+    first = pipeline_config("hybrid+tgr")
+    first.stages[0].params["expansion"]["enabled"] = False
+    assert pipeline_config("hybrid+tgr").stages[0].params == {"expansion": {"enabled": True}}
+
+
+@pytest.mark.parametrize("command", ["eval", "index"])
+def test_help_lists_the_pipelines(command: str) -> None:
+    env = {**os.environ, "COLUMNS": "2000"}  # one line per option: no name split at a hyphen
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolrerank_plugins.cli", command, "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
+    line = next(x for x in proc.stdout.splitlines() if x.strip().startswith("--pipeline"))
+    listed = set(re.split(r"[\s,;]+", line))
+    assert set(known_pipelines()) >= EXPECTED
+    assert set(known_pipelines()) <= listed
+
+
+def test_the_library_never_imports_the_cli() -> None:
+    pattern = re.compile(
+        r"^\s*(from\s+toolrerank_plugins\.cli\b|import\s+toolrerank_plugins\.cli\b|"
+        r"from\s+toolrerank_plugins\s+import\s+[^\n]*\bcli\b)",
+        re.M,
+    )
+    package = ROOT / "toolrerank_plugins"
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in package.rglob("*.py")
+        if (package / "cli") not in p.parents and pattern.search(p.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []

@@ -1,0 +1,100 @@
+"""Helpers shared by the command groups: printing, catalogs and pipelines, and the ``--llm`` options."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Any
+
+from toolrerank_plugins.errors import ConfigError
+
+
+def out(text: str = "") -> None:
+    """One line of command output on stdout (the CLI is the only layer that prints)."""
+    sys.stdout.write(text + "\n")
+
+
+def load_catalog(path: str) -> Any:
+    from toolrerank_plugins.loaders import load_catalog as _load
+
+    return _load(path)
+
+
+def engine_config(args: argparse.Namespace) -> Any:
+    """The EngineConfig named by ``--pipeline`` (a preset name or a .json file)."""
+    from toolrerank_plugins.pipelines import pipeline_config
+
+    return pipeline_config(args.pipeline)
+
+
+def pipeline_help(text: str) -> str:
+    """``--pipeline`` help: ``text`` followed by the registered pipeline names."""
+    from toolrerank_plugins.pipelines import known_pipelines
+
+    return f"{text}; known: {', '.join(known_pipelines())}"
+
+
+def add_llm_arguments(p: argparse.ArgumentParser) -> None:
+    """``--llm`` and its sibling options (an argument group of ``p``).
+
+    ``--llm`` names the LLM the LLM stages use:
+
+    - ``http(s)://host:port/v1`` — an OpenAI-compatible server (Ollama, vLLM, llama.cpp); needs ``--llm-model``.
+    - ``package.module:attr`` — a Python object implementing the port, or a zero-argument factory returning one
+      (e.g. a function wrapping a LangChain chat model with ``langchain-toolrerank``).
+    - ``replay`` — answers only from ``--llm-cache`` (no LLM at all).
+
+    ``--llm-cache DIR`` wraps it in the record/replay disk cache, so a second run costs nothing.
+    """
+    g = p.add_argument_group("LLM (for the LLM stages)")
+    g.add_argument("--llm", help="OpenAI-compatible base URL, 'module:attr' (LLM or factory), or 'replay'")
+    g.add_argument("--llm-model", help="model name (OpenAI-compatible server; also the cache namespace)")
+    g.add_argument("--llm-name", default="default", help="registry name the stages look up (default: default)")
+    g.add_argument("--llm-cache", help="record/replay cache directory")
+    g.add_argument("--llm-cache-mode", choices=["auto", "record", "replay"], default="auto")
+    g.add_argument("--llm-timeout", type=float, default=120.0, help="HTTP timeout of the OpenAI-compatible client")
+
+
+def build_llm(args: argparse.Namespace) -> Any:
+    """The LLM named by ``--llm`` (wrapped in the cache when ``--llm-cache``), or None without ``--llm``."""
+    spec = getattr(args, "llm", None)
+    if not spec:
+        return None
+    from toolrerank_plugins.llm.cache import CachedLLM
+
+    llm: Any
+    if spec == "replay":
+        if not args.llm_cache:
+            raise ConfigError("--llm replay needs --llm-cache DIR holding recorded answers")
+        return CachedLLM(None, args.llm_cache, mode="replay", namespace=args.llm_model or "")
+    if spec.startswith(("http://", "https://")):
+        if not args.llm_model:
+            raise ConfigError("--llm URL needs --llm-model NAME (the model the server serves)")
+        from toolrerank_plugins.llm.openai_compat import OpenAICompatLLM
+
+        llm = OpenAICompatLLM(spec, model=args.llm_model, timeout_s=args.llm_timeout)
+    elif ":" in spec:
+        module, _, attr = spec.partition(":")
+        try:
+            obj = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"--llm {spec}: cannot import {attr!r} from {module!r} ({exc})") from exc
+        llm = obj if hasattr(obj, "complete") else obj()
+        if not hasattr(llm, "complete"):
+            raise ConfigError(f"--llm {spec}: {type(llm).__name__} has no complete(); it is not an LLM")
+    else:
+        raise ConfigError(f"--llm {spec!r}: expected an http(s) URL, 'module:attr' or 'replay'")
+    if args.llm_cache:
+        llm = CachedLLM(llm, args.llm_cache, mode=args.llm_cache_mode, namespace=args.llm_model or "")
+    return llm
+
+
+def register_llm_from_args(args: argparse.Namespace) -> Any:
+    """Build the ``--llm`` LLM and register it under ``--llm-name`` for the stages; None without ``--llm``."""
+    llm = build_llm(args)
+    if llm is not None:
+        from toolrerank_plugins.llm.registry import register_llm
+
+        register_llm(args.llm_name, llm)
+    return llm

@@ -1,0 +1,48 @@
+"""The ``toolrerank`` parser, built in one place from the command groups, and the entry point."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from toolrerank_plugins.cli import core, graph, llm, train, tune
+from toolrerank_plugins.errors import ToolRerankError
+
+#: Command groups in the order ``toolrerank --help`` lists them; each adds its commands with ``add_parser``.
+_GROUPS = (core, train, tune, graph, llm)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``toolrerank`` argument parser with every command."""
+    from toolrerank_plugins._version import __version__
+
+    p = argparse.ArgumentParser(prog="toolrerank", description="Tool retrieval for LLM agents.")
+    p.add_argument("--version", action="version", version=f"toolrerank-plugins {__version__}")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="-v INFO (progress bars), -vv DEBUG")
+    sub = p.add_subparsers(dest="command", required=True)
+    for group in _GROUPS:
+        group.add_parser(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``toolrerank`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    # bm25s sets its own logger to DEBUG when imported; filter at the handler so -v/-vv decide.
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(level)
+    if args.verbose < 1:  # model-loading progress bars are noise unless asked for with -v
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if args.command == "eval" and not args.engine and not args.catalog:
+        parser.error("eval needs --catalog (with --pipeline) or --engine")
+    try:
+        return int(args.func(args))
+    except ToolRerankError as exc:
+        sys.stderr.write(f"toolrerank: error: {exc}\n")
+        return 2
