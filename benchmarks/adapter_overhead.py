@@ -40,9 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from toolrerank_plugins.catalog import default_catalog_path
 from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.loaders import load_catalog, load_queries
-from toolrerank_plugins.testing import FakeEmbedder, default_catalog_path
+from toolrerank_plugins.testing import FakeEmbedder
 
 logger = logging.getLogger("adapter_overhead")
 

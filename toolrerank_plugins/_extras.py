@@ -1,9 +1,18 @@
-"""Lazy imports of heavy optional dependencies, each mapped to the extra that provides it."""
+"""The one lazy-import mechanism: heavy optional modules, ``"module:attr"`` references and package exports.
+
+- :func:`require` imports a heavy optional dependency, or raises :class:`MissingExtraError` naming the extra.
+- :func:`import_object` resolves a ``"module:attr"`` string (stage registries, ``--llm module:attr``).
+- :func:`lazy_exports` gives a package ``__init__`` its PEP 562 ``__getattr__`` / ``__dir__``, so that
+  importing the package stays light and each name loads its module on first use.
+"""
 
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable, Mapping
 from types import ModuleType
+from typing import Any
 
 from toolrerank_plugins.errors import MissingExtraError
 
@@ -20,14 +29,88 @@ EXTRA_FOR_MODULE: dict[str, tuple[str, str]] = {
 }
 
 
+def _missing_extra(module: str, exc: ImportError) -> MissingExtraError:
+    top = module.split(".")[0]
+    extra, dist = EXTRA_FOR_MODULE.get(top, ("all", top))
+    return MissingExtraError(
+        f"{module!r} is required for this feature but is not installed ({exc}). "
+        f"Install it with: pip install 'toolrerank-plugins[{extra}]' (provides {dist})."
+    )
+
+
 def require(module: str) -> ModuleType:
     """Import ``module`` or raise :class:`MissingExtraError` naming the extra that installs it."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        top = module.split(".")[0]
-        extra, dist = EXTRA_FOR_MODULE.get(top, ("all", top))
-        raise MissingExtraError(
-            f"{module!r} is required for this feature but is not installed ({exc}). "
-            f"Install it with: pip install 'toolrerank-plugins[{extra}]' (provides {dist})."
-        ) from exc
+        raise _missing_extra(module, exc) from exc
+
+
+def import_object(reference: str) -> Any:
+    """Import the object a ``"package.module:attribute"`` string names (``attribute`` may be dotted).
+
+    Raises:
+        ValueError: ``reference`` is not of the form ``"module:attribute"``.
+        MissingExtraError: the module needs an optional dependency that is not installed (names the extra).
+        ImportError: the module does not exist or fails to import, or has no such attribute; the message
+            names ``reference``.
+
+    Example:
+        >>> import_object("toolrerank_plugins.records:ToolSpec").__name__
+        'ToolSpec'
+    """
+    module_name, sep, attr = reference.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"expected a 'module:attribute' reference, got {reference!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except MissingExtraError:
+        raise
+    except ImportError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing in EXTRA_FOR_MODULE:  # the module exists but needs a heavy optional dependency
+            raise _missing_extra(exc.name or missing, exc) from exc
+        raise ImportError(f"cannot import {reference!r}: {exc}", name=module_name) from exc
+    parts = attr.split(".")
+    for i, part in enumerate(parts):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            owner = ".".join([module_name, *parts[:i]])
+            raise ImportError(
+                f"cannot import {reference!r}: {owner!r} has no attribute {part!r}", name=module_name
+            ) from exc
+    return obj
+
+
+def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """PEP 562 ``__getattr__`` and ``__dir__`` for a package whose names load their module on first use.
+
+    ``exports`` maps each public name to the module defining it; it is read on every lookup (not copied), and
+    resolved names are not cached, so a name always reflects its defining module.
+
+    Example (in ``mypackage/__init__.py``)::
+
+        _EXPORTS = {"ToolGraph": "toolrerank_plugins.graph.tool_graph"}
+        __all__ = sorted(_EXPORTS)
+        __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+    """
+    table = exports
+
+    def __getattr__(name: str) -> Any:
+        module_name = table.get(name)
+        if module_name is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}", name=name)
+        module = importlib.import_module(module_name)
+        try:
+            return getattr(module, name)
+        except AttributeError as exc:
+            raise AttributeError(
+                f"module {package!r} has no attribute {name!r} ({module_name!r}, which should define it, does not)",
+                name=name,
+            ) from exc
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | set(table))
+
+    return __getattr__, __dir__

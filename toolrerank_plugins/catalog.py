@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from toolrerank_plugins.errors import CatalogError
@@ -197,3 +198,17 @@ class Catalog:
 
     def __repr__(self) -> str:
         return f"Catalog({len(self)} APIs, {len(self.tools())} tools, source={self.source!r})"
+
+
+def default_catalog_path() -> Path:
+    """Folder of the catalog bundled with the package (``tools.jsonl``, ``queries.jsonl``, ``edges.jsonl``).
+
+    Fictional services written for this project (Apache-2.0): the data of ``toolrerank demo``, the docs'
+    examples and a small evaluation set. Load it with :func:`toolrerank_plugins.loaders.load_catalog`.
+
+    Example:
+        >>> from toolrerank_plugins.loaders import load_catalog
+        >>> len(load_catalog(default_catalog_path())) > 200
+        True
+    """
+    return Path(__file__).resolve().parent / "data" / "default_catalog"

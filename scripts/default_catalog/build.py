@@ -244,7 +244,7 @@ and tests have a realistic catalog to work with out of the box:
 
 ```python
 from toolrerank_plugins.loaders.jsonl import load_catalog, load_queries
-from toolrerank_plugins.testing import default_catalog_path
+from toolrerank_plugins.catalog import default_catalog_path
 
 catalog = load_catalog(default_catalog_path())      # tools.jsonl + edges.jsonl
 queries = load_queries(default_catalog_path())      # queries.jsonl

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from toolrerank_plugins import Engine, EngineConfig, load_catalog, load_queries
+from toolrerank_plugins import Engine, EngineConfig, default_catalog_path, load_catalog, load_queries
 from toolrerank_plugins.evaluation import evaluate
-from toolrerank_plugins.testing import default_catalog_path
 
 
 def test_sizes_meet_the_spec() -> None:

@@ -15,7 +15,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_import_does_not_load_heavy_or_framework_modules() -> None:
     code = (
-        "import sys, toolrerank_plugins, toolrerank_plugins.testing, toolrerank_plugins.cli;"
+        "import sys, toolrerank_plugins, toolrerank_plugins.testing, toolrerank_plugins.graph, toolrerank_plugins.cli;"
+        "heavy = ['torch', 'sentence_transformers', 'faiss', 'transformers', 'bm25s', 'langchain_core',"
+        " 'langchain', 'llama_index', 'networkx', 'scipy'];"
+        "print(','.join(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_resolving_every_public_name_of_the_lazy_packages_stays_light() -> None:
+    # These packages' names resolve through lazy_exports; resolving them may import their modules but no
+    # heavy dependency (those load inside the functions that use them).
+    code = (
+        "import sys; from toolrerank_plugins import *; from toolrerank_plugins.testing import *;"
+        "from toolrerank_plugins.graph import *;"
         "heavy = ['torch', 'sentence_transformers', 'faiss', 'transformers', 'bm25s', 'langchain_core',"
         " 'langchain', 'llama_index', 'networkx', 'scipy'];"
         "print(','.join(m for m in heavy if m in sys.modules))"

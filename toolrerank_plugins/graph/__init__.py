@@ -5,8 +5,7 @@ Names resolve lazily so that importing this package stays light (networkx, scipy
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from toolrerank_plugins._extras import lazy_exports
 
 _EXPORTS = {
     "ToolGraph": "toolrerank_plugins.graph.tool_graph",
@@ -34,9 +33,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'toolrerank_plugins.graph' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

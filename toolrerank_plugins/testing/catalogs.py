@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.catalog import default_catalog_path as default_catalog_path  # moved; kept for imports
 from toolrerank_plugins.records import Edge, LabelledQuery, ToolSpec
-
-
-def default_catalog_path() -> Path:
-    """Folder of the bundled default catalog (tools.jsonl, queries.jsonl, edges.jsonl)."""
-    return Path(__file__).resolve().parent.parent / "data" / "default_catalog"
 
 
 def _p(**props: str) -> dict:
