@@ -13,10 +13,10 @@ import argparse
 from langchain_toolrerank import ToolSelector, run_tool_calling_agent
 from langchain_toolrerank.testing import ScriptedToolCallingModel, demo_catalog, fake_implementation
 
+from toolrerank_plugins.catalog import default_catalog_path
 from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.interop import function_names
 from toolrerank_plugins.loaders import load_queries
-from toolrerank_plugins.testing import default_catalog_path
 
 
 def main() -> None:

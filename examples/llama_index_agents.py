@@ -21,10 +21,10 @@ from llama_index.retrievers.toolrerank.testing import (
     scripted_react_llm,
 )
 
+from toolrerank_plugins.catalog import default_catalog_path
 from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.interop import function_names
 from toolrerank_plugins.loaders import load_queries
-from toolrerank_plugins.testing import default_catalog_path
 
 
 async def run_agent(kind: str, retriever: ToolRerankToolRetriever, query: str, tool_name: str) -> None:

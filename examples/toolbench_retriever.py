@@ -5,6 +5,7 @@ Run:  python examples/toolbench_retriever.py [--engine /work/runs/engines/toolbe
 Without --engine it builds a BM25 engine over the bundled catalog. In ToolBench's DFSDT pipeline, pass
 ``ToolBenchRetriever(engine)`` where it builds its ``ToolRetriever``; its ``retrieve_rapidapi_tools`` keeps
 working because the result has the same keys (category, tool_name, api_name, standardized the same way).
+It needs no agent framework: only ``toolrerank-plugins``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from langchain_toolrerank import ToolBenchRetriever
-from langchain_toolrerank.testing import demo_catalog
-
 from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.testing import demo_catalog
+from toolrerank_plugins.toolbench import ToolBenchRetriever
 
 
 def main() -> None:

@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
+from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.config import EngineConfig
+from toolrerank_plugins.encoders import Embedder
+from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.records import ScoredTool, ToolSpec
+
+T = TypeVar("T")
 
 #: Metadata keys every adapter writes (on a copy of the input's metadata).
 TOOL_ID, NAME, TOOL, CATEGORY, SCORE, RANK, STAGE_SCORES = (
@@ -70,3 +76,62 @@ def function_names(specs: Iterable[ToolSpec]) -> dict[str, str]:
         taken.add(name)
         out[s.id] = name
     return out
+
+
+# -- tools <-> engine (the adapters' ``from_tools`` / ``from_engine``) ------------------------------------
+def require_tools(catalog_ids: Iterable[str], tools: Mapping[str, object], builder: str) -> None:
+    """Raise unless every catalog id has a tool (``builder`` names the constructor that indexes the tools).
+
+    Example:
+        >>> require_tools(["a", "b"], {"a": print}, "MySelector.from_tools")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: 1 catalog APIs have no tool (first: ['b']); ... with MySelector.from_tools
+    """
+    missing = [i for i in catalog_ids if i not in tools]
+    if missing:
+        raise ValueError(
+            f"{len(missing)} catalog APIs have no tool (first: {missing[:3]}); pass a tool for every id "
+            f"in engine.catalog, or build the engine from the tools with {builder}"
+        )
+
+
+def engine_for_tools(
+    specs: Iterable[ToolSpec],
+    config: EngineConfig | None = None,
+    *,
+    embedder: Embedder | None = None,
+    source: str = "<tools>",
+) -> Engine:
+    """An engine over a framework's tools, converted to specs (id = tool name) by the adapter.
+
+    Example:
+        >>> engine = engine_for_tools([ToolSpec("get_weather", "get_weather", "Weather forecast")],
+        ...                           EngineConfig(retriever="bm25"))
+        >>> engine.catalog.ids
+        ['get_weather']
+    """
+    return Engine.build(Catalog(list(specs), source=source), config, embedder=embedder)
+
+
+def tools_for_engine(
+    engine: Engine,
+    implementations: Mapping[str, Callable[..., Any]],
+    make_tool: Callable[[ToolSpec, Callable[..., Any], str], T],
+) -> dict[str, T]:
+    """A framework tool for each API of the engine's catalog, by id: ``make_tool(spec, implementation,
+    name)`` with tool-calling names from :func:`function_names`. Raises when an API has no implementation.
+
+    Example:
+        >>> from toolrerank_plugins.testing import tiny_catalog
+        >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+        >>> impls = {i: print for i in engine.catalog.ids}
+        >>> tools_for_engine(engine, impls, lambda spec, fn, name: name)["Weather/SkyCast/current"]
+        'current_weather'
+    """
+    specs = [engine.catalog[i] for i in engine.catalog.ids]
+    missing = [s.id for s in specs if s.id not in implementations]
+    if missing:
+        raise ValueError(f"no implementation for {len(missing)} APIs (first: {missing[:3]})")
+    names = function_names(specs)
+    return {s.id: make_tool(s, implementations[s.id], names[s.id]) for s in specs}

@@ -6,10 +6,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import ToolCall as LCToolCall
+from langchain_core.messages.tool import tool_call
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from toolrerank_plugins.agents import ToolCall, ToolOutcome
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.interop import (
     CATEGORY,
@@ -19,6 +22,7 @@ from toolrerank_plugins.interop import (
     result_metadata,
 )
 from toolrerank_plugins.llm.base import Message
+from toolrerank_plugins.llm.wrapper import convert_messages
 from toolrerank_plugins.records import ScoredTool, ToolSpec, stable_id, thaw
 
 
@@ -81,18 +85,29 @@ def spec_to_tool(spec: ToolSpec, func: Callable[..., Any], name: str) -> BaseToo
     )
 
 
+_MESSAGES: Mapping[str, Callable[[str], BaseMessage]] = {
+    "system": lambda c: SystemMessage(content=c),
+    "user": lambda c: HumanMessage(content=c),
+    "assistant": lambda c: AIMessage(content=c),
+}
+
+
 def to_chat_messages(prompt: str | Sequence[Message]) -> list[BaseMessage]:
     """Core LLM-port input (a prompt or role/content dicts) as LangChain messages."""
-    if isinstance(prompt, str):
-        return [HumanMessage(content=prompt)]
-    kinds: Mapping[str, type[BaseMessage]] = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
-    out: list[BaseMessage] = []
-    for m in prompt:
-        kind = kinds.get(m["role"])
-        if kind is None:
-            raise ValueError(f"unknown message role {m['role']!r}; use one of {sorted(kinds)}")
-        out.append(kind(content=m["content"]))
-    return out
+    return convert_messages(prompt, _MESSAGES)
+
+
+def to_tool_call(call: LCToolCall) -> ToolCall:
+    return ToolCall(call["name"], call["args"], call["id"])
+
+
+def from_tool_call(call: ToolCall) -> LCToolCall:
+    return tool_call(name=call.name, args=dict(call.args), id=call.id)
+
+
+def tool_outcome(message: ToolMessage) -> ToolOutcome[BaseMessage]:
+    """A tool's ``ToolMessage`` as the core's outcome (failed = ``status == "error"``)."""
+    return ToolOutcome(message, failed=message.status == "error", artifact=message.artifact)
 
 
 def message_text(message: BaseMessage) -> str:

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
 from langchain_toolrerank._convert import message_text, to_chat_messages
-from toolrerank_plugins.llm.base import LLMError, LLMTimeoutError, Message, sampling_options
+from toolrerank_plugins.llm.base import Message
+from toolrerank_plugins.llm.wrapper import LLMWrapper
 
 
-class ChatModelLLM:
-    """Wrap a LangChain chat model into :class:`toolrerank_plugins.llm.base.LLM`.
-
-    ``temperature`` and ``max_tokens`` are passed to the model call only when set; ``usage`` adds up the
-    calls and the token counts the model reports (``usage_metadata``).
+class ChatModelLLM(LLMWrapper[BaseMessage, BaseMessage]):
+    """Wrap a LangChain chat model into :class:`toolrerank_plugins.llm.base.LLM` (see
+    :class:`~toolrerank_plugins.llm.wrapper.LLMWrapper`); token counts come from ``usage_metadata``.
 
     Args:
         model: any ``BaseChatModel`` (the agent's own model).
@@ -29,50 +28,24 @@ class ChatModelLLM:
         'weather in Paris'
     """
 
-    def __init__(self, model: BaseChatModel) -> None:
-        self.model = model
-        self.usage: dict[str, int] = {"llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    label = "chat model"
 
-    def _record(self, reply: BaseMessage) -> str:
-        self.usage["llm_calls"] += 1
-        meta = getattr(reply, "usage_metadata", None) or {}
-        self.usage["prompt_tokens"] += int(meta.get("input_tokens", 0))
-        self.usage["completion_tokens"] += int(meta.get("output_tokens", 0))
+    def __init__(self, model: BaseChatModel) -> None:
+        super().__init__(model)
+        self.model = model
+
+    def _messages(self, prompt: str | Sequence[Message]) -> list[BaseMessage]:
+        return to_chat_messages(prompt)
+
+    def _call(self, messages: list[BaseMessage], options: dict[str, Any]) -> BaseMessage:
+        return self.model.invoke(messages, **options)
+
+    async def _acall(self, messages: list[BaseMessage], options: dict[str, Any]) -> BaseMessage:
+        return await self.model.ainvoke(messages, **options)
+
+    def _text(self, reply: BaseMessage) -> str:
         return message_text(reply)
 
-    def complete(
-        self,
-        prompt: str | Sequence[Message],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
-    ) -> str:
-        messages = to_chat_messages(prompt)
-        try:
-            reply = self.model.invoke(messages, **sampling_options(temperature, max_tokens, stop))
-        except (TimeoutError, asyncio.TimeoutError) as exc:
-            raise LLMTimeoutError(f"chat model {type(self.model).__name__} timed out: {exc}") from exc
-        except Exception as exc:  # any provider error: name the model so the stage's error says who failed
-            raise LLMError(f"chat model {type(self.model).__name__} failed: {exc}") from exc
-        return self._record(reply)
-
-    async def acomplete(
-        self,
-        prompt: str | Sequence[Message],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        stop: Sequence[str] | None = None,
-    ) -> str:
-        messages = to_chat_messages(prompt)
-        try:
-            reply = await self.model.ainvoke(messages, **sampling_options(temperature, max_tokens, stop))
-        except (TimeoutError, asyncio.TimeoutError) as exc:
-            raise LLMTimeoutError(f"chat model {type(self.model).__name__} timed out: {exc}") from exc
-        except Exception as exc:
-            raise LLMError(f"chat model {type(self.model).__name__} failed: {exc}") from exc
-        return self._record(reply)
-
-    def __repr__(self) -> str:
-        return f"ChatModelLLM({type(self.model).__name__})"
+    def _tokens(self, reply: BaseMessage) -> tuple[int, int]:
+        meta = getattr(reply, "usage_metadata", None) or {}
+        return int(meta.get("input_tokens", 0)), int(meta.get("output_tokens", 0))

@@ -18,6 +18,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 # Framework-neutral fakes live in the core; re-exported here for this package's tests and examples.
+from toolrerank_plugins.testing.agents import ToolScript
 from toolrerank_plugins.testing.tools import demo_catalog as demo_catalog
 from toolrerank_plugins.testing.tools import fake_implementation as fake_implementation
 from toolrerank_plugins.testing.tools import fake_result as fake_result
@@ -26,11 +27,9 @@ from toolrerank_plugins.testing.tools import fake_result as fake_result
 class ScriptedToolCallingModel(BaseChatModel):
     """A chat model that follows a plan of tool calls, choosing among the tools it is offered.
 
-    Each plan step is ``{"tools": [names in order of preference], "args": {...}, "search": "query"}``.
-    On every turn the model takes the first step not yet done and calls the first of its tools that is
-    bound and has not failed; when none is bound it calls a bound search tool (``search_tool_name``) with
-    the step's ``search`` text, or gives up. After the last step it answers ``answer_prefix`` followed
-    by the last tool result (or calls a bound ``finish_tool_name`` tool with that answer, DFSDT style).
+    The plan and what the model does next are :class:`toolrerank_plugins.testing.agents.ToolScript`'s
+    (``{"tools": [names in order of preference], "args": {...}, "search": "query"}`` per step), over the
+    tools bound on the turn and the ``ToolMessage`` results so far.
 
     ``offered`` records the tool names bound on each turn; ``calls`` the tool calls it made.
     """
@@ -52,31 +51,22 @@ class ScriptedToolCallingModel(BaseChatModel):
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
     def _next(self, messages: list[BaseMessage], offered: list[str]) -> AIMessage:
-        ok = {m.name for m in messages if isinstance(m, ToolMessage) and m.status != "error"}
-        failed = {m.name for m in messages if isinstance(m, ToolMessage) and m.status == "error"}
-        results = [m for m in messages if isinstance(m, ToolMessage) and m.status != "error"]
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        ok = [m for m in results if m.status != "error"]
+        script = ToolScript(self.plan, self.answer_prefix, self.search_tool_name, self.finish_tool_name)
+        step = script.next(
+            offered,
+            {m.name for m in ok},
+            {m.name for m in results if m.status == "error"},
+            str(ok[-1].content) if ok else None,
+        )
+        if isinstance(step, str):
+            return AIMessage(content=step)
+        self.calls.append(step.name)
         n = len([m for m in messages if isinstance(m, AIMessage)])
-        for step in self.plan:
-            names = list(step["tools"])
-            if ok & set(names):
-                continue
-            usable = [t for t in names if t in offered and t not in failed]
-            if usable:
-                return self._call(usable[0], dict(step.get("args", {})), n)
-            if self.search_tool_name in offered:
-                return self._call(self.search_tool_name, {"query": step.get("search", names[0])}, n)
-            return self._finish("give_up_and_restart", "", offered, n)
-        answer = self.answer_prefix + (str(results[-1].content) if results else "")
-        return self._finish("give_answer", answer, offered, n)
-
-    def _call(self, name: str, args: dict[str, Any], n: int) -> AIMessage:
-        self.calls.append(name)
-        return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"call_{n}_{name}"}])
-
-    def _finish(self, kind: str, answer: str, offered: list[str], n: int) -> AIMessage:
-        if self.finish_tool_name in offered:
-            return self._call(self.finish_tool_name, {"return_type": kind, "final_answer": answer}, n)
-        return AIMessage(content=answer or "I could not find a tool for this.")
+        return AIMessage(
+            content="", tool_calls=[{"name": step.name, "args": dict(step.args), "id": f"call_{n}_{step.name}"}]
+        )
 
     def _generate(
         self,

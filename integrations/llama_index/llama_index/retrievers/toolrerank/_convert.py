@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole
@@ -21,6 +21,7 @@ from toolrerank_plugins.interop import (
     result_metadata,
 )
 from toolrerank_plugins.llm.base import Message
+from toolrerank_plugins.llm.wrapper import convert_messages
 from toolrerank_plugins.records import ScoredTool, ToolSpec
 
 # Ranking bookkeeping stays out of the text LLMs and embedders see.
@@ -90,19 +91,16 @@ def spec_to_tool(spec: ToolSpec, func: Callable[..., Any], name: str) -> BaseToo
     return FunctionTool.from_defaults(fn=func, name=name, description=spec.description or spec.name)
 
 
+_MESSAGES: Mapping[str, Callable[[str], ChatMessage]] = {
+    "system": lambda c: ChatMessage(role=MessageRole.SYSTEM, content=c),
+    "user": lambda c: ChatMessage(role=MessageRole.USER, content=c),
+    "assistant": lambda c: ChatMessage(role=MessageRole.ASSISTANT, content=c),
+}
+
+
 def to_chat_messages(prompt: str | Sequence[Message]) -> list[ChatMessage]:
     """Core LLM-port input as LlamaIndex chat messages."""
-    if isinstance(prompt, str):
-        return [ChatMessage(role=MessageRole.USER, content=prompt)]
-    roles = {"system": MessageRole.SYSTEM, "user": MessageRole.USER, "assistant": MessageRole.ASSISTANT}
-    out = []
-    messages: Sequence[Message] = prompt
-    for m in messages:
-        role = roles.get(m["role"])
-        if role is None:
-            raise ValueError(f"unknown message role {m['role']!r}; use one of {sorted(roles)}")
-        out.append(ChatMessage(role=role, content=m["content"]))
-    return out
+    return convert_messages(prompt, _MESSAGES)
 
 
 def response_text(response: ChatResponse) -> str:

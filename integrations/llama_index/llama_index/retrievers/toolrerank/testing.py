@@ -4,31 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock, ToolCallBlock
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 
 # Framework-neutral fakes live in the core; re-exported here for this package's tests and examples.
+from toolrerank_plugins.testing.agents import ToolPlan as ToolPlan
 from toolrerank_plugins.testing.tools import demo_catalog as demo_catalog
 from toolrerank_plugins.testing.tools import fake_implementation as fake_implementation
 from toolrerank_plugins.testing.tools import fake_result as fake_result
-
-
-@dataclass
-class ToolPlan:
-    """What a scripted agent LLM does: call the first offered tool of ``tools`` with ``args``, then answer
-    ``answer_prefix`` + the tool's output. ``offered`` and ``calls`` record what happened."""
-
-    tools: Sequence[str]
-    args: dict[str, Any] = field(default_factory=dict)
-    answer_prefix: str = "Final answer: "
-    offered: list[list[str]] = field(default_factory=list)
-    calls: list[str] = field(default_factory=list)
-
-    def pick(self, offered: Sequence[str]) -> str | None:
-        return next((t for t in self.tools if t in offered), None)
 
 
 def scripted_function_calling_llm(plan: ToolPlan) -> MockFunctionCallingLLM:

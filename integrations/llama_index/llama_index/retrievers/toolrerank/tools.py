@@ -12,10 +12,9 @@ from llama_index.core.tools import BaseTool
 from llama_index.retrievers.toolrerank._convert import spec_to_tool, tool_to_spec
 from llama_index.retrievers.toolrerank.base import ToolRerankRetriever
 
-from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine, EngineConfig
-from toolrerank_plugins.interop import TOOL_ID, function_names
+from toolrerank_plugins.interop import TOOL_ID, engine_for_tools, require_tools, tools_for_engine
 
 
 class _ToolIdMapping(BaseObjectNodeMapping[BaseTool]):
@@ -80,12 +79,7 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
         self, engine: Engine, tools: Mapping[str, BaseTool] | Sequence[BaseTool], *, similarity_top_k: int = 5
     ) -> None:
         by_id = dict(tools) if isinstance(tools, Mapping) else {t.metadata.name or "": t for t in tools}
-        missing = [i for i in engine.catalog.ids if i not in by_id]
-        if missing:
-            raise ValueError(
-                f"{len(missing)} catalog APIs have no tool (first: {missing[:3]}); pass a tool for every id "
-                "in engine.catalog, or build from the tools with ToolRerankToolRetriever.from_tools"
-            )
+        require_tools(engine.catalog.ids, by_id, "ToolRerankToolRetriever.from_tools")
         self.engine = engine
         self.tools_by_name: dict[str, BaseTool] = {t.metadata.name or "": t for t in by_id.values()}
         super().__init__(
@@ -102,21 +96,17 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
         similarity_top_k: int = 5,
     ) -> ToolRerankToolRetriever:
         """Index LlamaIndex tools (names, descriptions, argument schemas) and retrieve among them."""
-        catalog = Catalog([tool_to_spec(t) for t in tools], source="<llama_index tools>")
-        return cls(Engine.build(catalog, config, embedder=embedder), tools, similarity_top_k=similarity_top_k)
+        engine = engine_for_tools(
+            [tool_to_spec(t) for t in tools], config, embedder=embedder, source="<llama_index tools>"
+        )
+        return cls(engine, tools, similarity_top_k=similarity_top_k)
 
     @classmethod
     def from_engine(
         cls, engine: Engine, implementations: Mapping[str, Callable[..., Any]], *, similarity_top_k: int = 5
     ) -> ToolRerankToolRetriever:
         """Tools for an engine's catalog from one Python callable per API id."""
-        specs = [engine.catalog[i] for i in engine.catalog.ids]
-        missing = [s.id for s in specs if s.id not in implementations]
-        if missing:
-            raise ValueError(f"no implementation for {len(missing)} APIs (first: {missing[:3]})")
-        names = function_names(specs)
-        tools = {s.id: spec_to_tool(s, implementations[s.id], names[s.id]) for s in specs}
-        return cls(engine, tools, similarity_top_k=similarity_top_k)
+        return cls(engine, tools_for_engine(engine, implementations, spec_to_tool), similarity_top_k=similarity_top_k)
 
     @property
     def similarity_top_k(self) -> int:

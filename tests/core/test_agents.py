@@ -1,0 +1,196 @@
+"""The framework-neutral agent code (toolrerank_plugins.agents), driven by the scripted dict-message port."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from toolrerank_plugins.agents import BaseToolSelector, DFSDTSearch, ModelReply, ToolCall, run_tool_loop
+from toolrerank_plugins.config import EngineConfig
+from toolrerank_plugins.engine import Engine
+from toolrerank_plugins.testing import FakeEmbedder, fake_implementation, fake_result, tiny_catalog
+from toolrerank_plugins.testing.agents import CallableTool, ScriptedAgentPort, ToolScript, search_tool
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+
+
+def _selector(
+    engine: Engine, max_tools: int = 3, broken: tuple[str, ...] = (), pins: tuple[str, ...] = ()
+) -> BaseToolSelector[CallableTool]:
+    def down(**kwargs: Any) -> str:
+        raise RuntimeError("service unavailable")
+
+    tools = {}
+    for i in engine.catalog.ids:
+        spec = engine.catalog[i]
+        tools[i] = CallableTool(spec.name, down if i in broken else fake_implementation(spec), spec.description)
+    return BaseToolSelector(engine, tools, name=lambda t: t.name, max_tools=max_tools, always_include=pins)
+
+
+def _names(tools: list[CallableTool]) -> list[str]:
+    return [t.name for t in tools]
+
+
+# -- BaseToolSelector ----------------------------------------------------------------------------------
+def test_select_follows_the_engine_ranking_with_a_cap(engine: Engine) -> None:
+    selector = _selector(engine, max_tools=3)
+    expected = [st.tool.name for st in engine.search("weather forecast in a city", top_k=3)]
+    assert _names(selector.select("weather forecast in a city")) == expected
+    assert _names(selector.select("weather forecast in a city", k=10)) == expected  # capped at max_tools
+    assert _names(selector.select("weather forecast in a city", k=1)) == expected[:1]
+    with pytest.raises(ValueError, match="k must be"):
+        selector.select("x", k=0)
+
+
+def test_pins_come_first_and_count_towards_the_cap(engine: Engine) -> None:
+    selector = _selector(engine, max_tools=2, pins=("logout",))
+    picked = _names(selector.select("send an email message"))
+    assert picked[0] == "logout" and len(picked) == 2 and picked[1] != "logout"
+    assert _names(selector.select("send an email message", exclude=["logout"]))[0] == "logout"  # pins stay
+
+
+def test_exclude_searches_deeper_and_still_returns_k(engine: Engine) -> None:
+    selector = _selector(engine, max_tools=3)
+    query = "weather forecast in a city"
+    first = _names(selector.select(query))
+    again = _names(selector.select(query, exclude=first[:2]))
+    assert len(again) == 3 and not set(first[:2]) & set(again)
+    deeper = [st.tool.name for st in engine.search(query, top_k=5)]
+    assert again == [n for n in deeper if n not in first[:2]][:3]  # the same order, minus the excluded
+    assert _names(selector.select(query, exclude=["no_such_tool"])) == first
+    assert _names(asyncio.run(selector.aselect(query, exclude=first[:2]))) == again
+
+
+def test_exclude_by_name_leaves_out_every_api_of_that_name(engine: Engine) -> None:
+    ids = engine.catalog.ids
+    # two APIs share the name "weather": excluding the name excludes both
+    tools = {i: CallableTool("weather" if "Weather/SkyCast" in i else engine.catalog[i].name, print) for i in ids}
+    selector = BaseToolSelector(engine, tools, name=lambda t: t.name, max_tools=3)
+    out = selector.select("current weather conditions forecast", exclude=["weather"])
+    assert "weather" not in _names(out) and len(out) == 3
+
+
+def test_selector_checks_its_arguments(engine: Engine) -> None:
+    tools = {i: CallableTool(engine.catalog[i].name, print) for i in engine.catalog.ids}
+    with pytest.raises(ValueError, match="no tool .* with MySelector.from_tools"):
+        BaseToolSelector(engine, dict(list(tools.items())[:2]), name=lambda t: t.name, builder="MySelector.from_tools")
+    with pytest.raises(ValueError, match="always_include"):
+        BaseToolSelector(engine, tools, name=lambda t: t.name, always_include=["nope"])
+    with pytest.raises(ValueError, match="max_tools"):
+        BaseToolSelector(engine, tools, name=lambda t: t.name, max_tools=1, always_include=["login", "logout"])
+
+
+def test_find_and_get(engine: Engine) -> None:
+    selector = _selector(engine, max_tools=1, pins=("logout",))
+    found = selector.find("convert a street address to coordinates", 2)
+    assert found[0].name == "geocode" and len(found) == 2  # no pins, no cap
+    assert _names(asyncio.run(selector.afind("convert a street address to coordinates", 2))) == _names(found)
+    assert selector.get("geocode") is found[0] and selector.get("nope") is None
+    assert "pinned=1" in repr(selector)
+
+
+# -- the tool-calling loop -----------------------------------------------------------------------------
+def test_loop_offers_calls_and_uses_the_tool(engine: Engine) -> None:
+    selector = _selector(engine)
+    port = ScriptedAgentPort(ToolScript([{"tools": ["forecast"], "args": {"city": "Paris"}}]))
+    run = run_tool_loop(port, selector, "weather forecast for the coming days in Paris", system_prompt="be brief")
+    assert run.messages[0] == {"role": "system", "content": "be brief"}
+    assert "forecast" in run.offered[0] and len(run.offered[0]) == 3
+    assert run.called == ["forecast"] == port.calls
+    assert run.answer == "Final answer: " + fake_result(engine.catalog["Weather/SkyCast/forecast"], {"city": "Paris"})
+
+
+def test_loop_fetches_a_missing_tool_with_the_search_tool(engine: Engine) -> None:
+    selector = _selector(engine, max_tools=1)
+    port = ScriptedAgentPort(
+        ToolScript([{"tools": ["geocode"], "args": {"address": "10 Main Street"}, "search": "street address"}])
+    )
+    run = run_tool_loop(port, selector, "send an email to my boss", finder=search_tool(selector, k=2))
+    assert "geocode" not in run.offered[0] and run.offered[0][-1] == "search_tools"
+    assert run.called == ["search_tools", "geocode"]
+    assert "geocode" in run.offered[1]
+    assert json.loads((run.answer or "").removeprefix("Final answer: "))["api"] == "Maps/GeoFind/geocode"
+
+
+def test_loop_reports_a_failing_tool_to_the_model(engine: Engine) -> None:
+    selector = _selector(engine, broken=("Weather/SkyCast/forecast",))
+    port = ScriptedAgentPort(ToolScript([{"tools": ["forecast", "get_forecast"], "args": {"city": "Paris"}}]))
+    run = run_tool_loop(port, selector, "weather forecast outlook in Paris")
+    assert run.called == ["forecast", "get_forecast"]
+    assert run.messages[2]["failed"] and "service unavailable" in run.messages[2]["content"]
+    assert run.answer is not None and "Weather/MeteoNow/get_forecast" in run.answer
+
+
+class _NeverAnswers(ScriptedAgentPort):
+    """A model that calls a tool it was never given, forever."""
+
+    def ask(self, messages: Any, tools: Any) -> ModelReply[dict[str, Any]]:
+        self.offered.append([t.name for t in tools])
+        call = ToolCall("nope", {}, "c")
+        return ModelReply({"role": "assistant", "content": "", "calls": [call]}, "", (call,))
+
+
+def test_loop_stops_after_max_steps(engine: Engine, caplog: pytest.LogCaptureFixture) -> None:
+    port = _NeverAnswers(ToolScript([]))
+    with caplog.at_level(logging.WARNING, logger="toolrerank_plugins.agents"):
+        run = run_tool_loop(port, _selector(engine), "weather forecast", max_steps=2)
+    assert run.answer is None and len(run.offered) == 2 and run.called == ["nope", "nope"]
+    assert run.messages[2]["failed"] and "not available" in run.messages[2]["content"]
+    assert "max_steps=2" in caplog.text
+
+
+# -- DFSDT -------------------------------------------------------------------------------------------
+def test_dfsdt_backtracks_and_retrieves_per_node(engine: Engine) -> None:
+    selector = _selector(engine, max_tools=4, broken=("Weather/SkyCast/forecast",))
+    port = ScriptedAgentPort(
+        ToolScript(
+            [
+                {"tools": ["geocode"], "args": {"address": "10 Main Street"}},
+                {"tools": ["forecast", "get_forecast", "current_weather"], "args": {"city": "Springfield"}},
+            ]
+        )
+    )
+    finish = CallableTool("Finish", lambda **kw: kw.get("final_answer", ""))
+    result = DFSDTSearch(port, selector, finish, max_children=3).run("weather forecast for 10 Main Street")
+    assert result.failed_calls == ["forecast"] and result.backtracks >= 1
+    assert result.path == ["geocode", "get_forecast"]
+    assert "geocode" not in result.offered[-1]  # the node below geocode retrieved without it
+    assert result.answer is not None and "Weather/MeteoNow/get_forecast" in result.answer
+    assert port.calls[-1] == "Finish" and all("Finish" in o for o in port.offered)
+    kept = [m for m in result.messages if m["role"] == "assistant"]
+    assert all(len(m.get("calls", [])) <= 1 for m in kept)
+
+
+def test_dfsdt_gives_up_when_every_branch_fails(engine: Engine) -> None:
+    selector = _selector(engine, max_tools=1, broken=tuple(engine.catalog.ids))
+    port = ScriptedAgentPort(ToolScript([{"tools": ["forecast", "get_forecast"], "args": {}}]))
+    finish = CallableTool("Finish", print)
+    result = DFSDTSearch(port, selector, finish, max_children=2, max_expansions=5).run("weather forecast")
+    assert result.answer is None and result.expansions <= 5 and result.failed_calls
+
+
+def test_dfsdt_give_up_call_backtracks(engine: Engine) -> None:
+    selector = _selector(engine, max_tools=1)
+    # nothing in the plan is ever offered and there is no search tool: the model gives up on every branch
+    port = ScriptedAgentPort(ToolScript([{"tools": ["no_such_tool"]}]))
+    result = DFSDTSearch(port, selector, CallableTool("Finish", print), max_children=2).run("weather")
+    assert result.answer is None and result.expansions == 1 and port.calls == ["Finish"]
+
+
+def test_core_agents_import_no_framework() -> None:
+    code = (
+        "import sys, toolrerank_plugins.agents, toolrerank_plugins.toolbench, toolrerank_plugins.llm.wrapper,"
+        " toolrerank_plugins.testing.agents, toolrerank_plugins.testing.stages;"
+        "print(','.join(m for m in ('langchain_core', 'langchain', 'llama_index', 'langgraph') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -1,0 +1,343 @@
+"""Framework-neutral tool agents: tool selection for a request, a tool-calling loop and a DFSDT search.
+
+No agent framework is imported here. The loops drive a framework through an :class:`AgentPort` (its chat
+model and tools, in its own message and tool types); the adapters (``langchain-toolrerank``) supply the port
+and only convert. Tests drive it with :class:`toolrerank_plugins.testing.agents.ScriptedAgentPort`.
+
+* :class:`BaseToolSelector` — the tools for the current request out of many (engine search), with pins,
+  a cap and exclusions by tool name.
+* :func:`run_tool_loop` — offer the selected tools (plus a tool-search tool), call them, feed the results
+  back, until the model answers.
+* :class:`DFSDTSearch` — ToolLLM's depth-first search decision tree: every node retrieves its tools, a failed
+  call or a give-up backtracks to the parent, which tries a sibling without the failed tool.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from toolrerank_plugins.engine import Engine
+from toolrerank_plugins.interop import require_tools
+from toolrerank_plugins.records import ScoredTool
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M")  # a framework's chat message
+T = TypeVar("T")  # a framework's tool
+T_co = TypeVar("T_co", covariant=True)
+
+
+# -- what a framework supplies ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call a model asked for."""
+
+    name: str
+    args: Mapping[str, Any]
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelReply(Generic[M]):
+    """A model turn: the framework's reply message, its text and the tool calls it asks for."""
+
+    message: M
+    text: str
+    calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolOutcome(Generic[M]):
+    """A tool call's result: the observation message for the model, whether it failed, and any artifact
+    (a tool-search tool's artifact is the list of tool names it found)."""
+
+    message: M
+    failed: bool = False
+    artifact: Any = None
+
+
+class AgentPort(ABC, Generic[M, T]):
+    """The agent framework, seen from the loops: messages, a model call with tools bound, a tool call.
+
+    An adapter subclasses it with a few lines of conversion each.
+    """
+
+    @abstractmethod
+    def tool_name(self, tool: T) -> str:
+        """The name the model calls ``tool`` by."""
+
+    @abstractmethod
+    def user_message(self, text: str) -> M: ...
+
+    @abstractmethod
+    def system_message(self, text: str) -> M: ...
+
+    @abstractmethod
+    def ask(self, messages: Sequence[M], tools: Sequence[T]) -> ModelReply[M]:
+        """One model call with ``tools`` bound."""
+
+    @abstractmethod
+    def call_tool(self, tool: T | None, call: ToolCall) -> ToolOutcome[M]:
+        """Run ``call`` on ``tool`` (``None``: the model called a tool it does not have). A failing tool is
+        an observation for the model (``failed=True``), never an exception."""
+
+    @abstractmethod
+    def keep_call(self, reply: ModelReply[M], call: ToolCall) -> M:
+        """``reply``'s message keeping only ``call`` (a DFSDT branch follows one call)."""
+
+
+class ToolSource(Protocol[T_co]):
+    """What the loops need from a tool selector (:class:`BaseToolSelector` is one)."""
+
+    def select(self, query: str, k: int | None = None, *, exclude: Iterable[str] = ()) -> Sequence[T_co]: ...
+
+    def get(self, name: str) -> T_co | None: ...
+
+
+# -- tool selection ---------------------------------------------------------------------------------
+class BaseToolSelector(Generic[T]):
+    """Select the tools for the current request out of many (engine search), with pins and a cap.
+
+    Args:
+        engine: engine over the tools' catalog.
+        tools: the callable tools, keyed by catalog id (one for every id in ``engine.catalog``).
+        name: the name a tool is called by.
+        max_tools: most tools offered per request, pins included.
+        always_include: tool names offered on every request, first (e.g. a "finish" or "ask user" tool).
+        builder: named in the error when a catalog API has no tool (how to build a selector that has all).
+
+    Example:
+        >>> from toolrerank_plugins.engine import EngineConfig
+        >>> from toolrerank_plugins.testing import tiny_catalog
+        >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+        >>> tools = {i: engine.catalog[i].name for i in engine.catalog.ids}  # a tool may be anything
+        >>> selector = BaseToolSelector(engine, tools, name=str, max_tools=2, always_include=["login"])
+        >>> selector.select("send an email message"), selector.select("send an email message", exclude=["send_email"])
+        (['login', 'send_email'], ['login', 'delete_email'])
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        tools: Mapping[str, T],
+        *,
+        name: Callable[[T], str],
+        max_tools: int = 5,
+        always_include: Iterable[str] = (),
+        builder: str = "BaseToolSelector",
+    ) -> None:
+        require_tools(engine.catalog.ids, tools, builder)
+        self.engine = engine
+        self.tool_name = name
+        self.tools_by_id: dict[str, T] = dict(tools)
+        self.tools_by_name: dict[str, T] = {name(t): t for t in self.tools_by_id.values()}
+        self._ids_by_name: dict[str, list[str]] = {}
+        for tid, tool in self.tools_by_id.items():
+            self._ids_by_name.setdefault(name(tool), []).append(tid)
+        pins = list(always_include)
+        unknown = [p for p in pins if p not in self.tools_by_name]
+        if unknown:
+            raise ValueError(f"always_include names unknown tools {unknown}; known: {sorted(self.tools_by_name)}")
+        if max_tools < max(1, len(pins)):
+            raise ValueError(f"max_tools={max_tools} must be >= 1 and >= the {len(pins)} always_include tools")
+        self.max_tools = max_tools
+        self.pinned: list[T] = [self.tools_by_name[p] for p in dict.fromkeys(pins)]
+
+    def _k(self, k: int | None) -> int:
+        if k is not None and k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        return max(len(self.pinned), min(self.max_tools, self.max_tools if k is None else k))
+
+    def _excluded_ids(self, names: Iterable[str]) -> list[str]:
+        return [tid for n in dict.fromkeys(names) for tid in self._ids_by_name.get(n, ())]
+
+    def _merge(self, results: Sequence[ScoredTool], k: int) -> list[T]:
+        chosen = {self.tool_name(t): t for t in self.pinned}
+        for st in results:
+            if len(chosen) >= k:
+                break
+            tool = self.tools_by_id[st.tool.id]
+            chosen.setdefault(self.tool_name(tool), tool)
+        return list(chosen.values())
+
+    def select(self, query: str, k: int | None = None, *, exclude: Iterable[str] = ()) -> list[T]:
+        """The pinned tools, then the best-ranked others, ``min(k, max_tools)`` in all.
+
+        ``exclude`` names tools not to offer (e.g. ones that failed); the engine searches that much deeper
+        so ``k`` tools still come back when the catalog has them. Pinned tools are always offered.
+        """
+        k = self._k(k)
+        return self._merge(self.engine.search(query, top_k=k, exclude=self._excluded_ids(exclude)), k)
+
+    async def aselect(self, query: str, k: int | None = None, *, exclude: Iterable[str] = ()) -> list[T]:
+        """Async twin of :meth:`select` (same tools)."""
+        k = self._k(k)
+        return self._merge(await self.engine.asearch(query, top_k=k, exclude=self._excluded_ids(exclude)), k)
+
+    def find(self, query: str, k: int) -> list[T]:
+        """The ``k`` best tools for ``query``, no pins or cap (what a tool-search tool returns)."""
+        return [self.tools_by_id[st.tool.id] for st in self.engine.search(query, top_k=k)]
+
+    async def afind(self, query: str, k: int) -> list[T]:
+        """Async twin of :meth:`find`."""
+        return [self.tools_by_id[st.tool.id] for st in await self.engine.asearch(query, top_k=k)]
+
+    def get(self, name: str) -> T | None:
+        """A tool by name among all tools (an agent's call to a tool it was offered always resolves)."""
+        return self.tools_by_name.get(name)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({len(self.tools_by_id)} tools, max_tools={self.max_tools}, "
+            f"pinned={len(self.pinned)})"
+        )
+
+
+# -- a tool-calling agent loop ---------------------------------------------------------------------
+@dataclass
+class AgentRun(Generic[M]):
+    """What happened in one agent episode."""
+
+    answer: str | None
+    messages: list[M]
+    offered: list[list[str]] = field(default_factory=list)  # tool names bound on each model turn
+    called: list[str] = field(default_factory=list)  # tool names the model called, in order
+
+
+def run_tool_loop(
+    port: AgentPort[M, T],
+    selector: ToolSource[T],
+    query: str,
+    *,
+    finder: T | None = None,
+    max_steps: int = 6,
+    system_prompt: str | None = None,
+) -> AgentRun[M]:
+    """Answer ``query`` with a tool-calling model that only sees the tools selected for it.
+
+    Each turn offers the selected tools (plus ``finder``, a tool-search tool, when given); the tools a
+    search finds (its outcome's artifact: a list of names) are offered from the next turn on. A call to
+    any tool of the selector resolves, so a tool the model was offered is always found.
+    """
+    name = port.tool_name
+    active = {name(t): t for t in selector.select(query)}
+    messages: list[M] = [port.system_message(system_prompt)] if system_prompt else []
+    messages.append(port.user_message(query))
+    run: AgentRun[M] = AgentRun(answer=None, messages=messages)
+    for _ in range(max_steps):
+        offered = [*active.values(), *([finder] if finder is not None else [])]
+        run.offered.append([name(t) for t in offered])
+        reply = port.ask(messages, offered)
+        messages.append(reply.message)
+        if not reply.calls:
+            run.answer = reply.text
+            return run
+        for call in reply.calls:
+            run.called.append(call.name)
+            is_search = finder is not None and call.name == name(finder)
+            tool = finder if is_search else selector.get(call.name)
+            outcome = port.call_tool(tool, call)
+            messages.append(outcome.message)
+            if is_search and isinstance(outcome.artifact, list):
+                for found_name in outcome.artifact:
+                    found = selector.get(found_name)
+                    if found is not None:
+                        active.setdefault(found_name, found)
+    logger.warning("agent stopped after max_steps=%d without an answer", max_steps)
+    return run
+
+
+# -- DFSDT -------------------------------------------------------------------------------------------
+@dataclass
+class DFSDTResult(Generic[M]):
+    """The outcome of a DFSDT search: the answer (None when every branch failed) and how it went."""
+
+    answer: str | None
+    path: list[str]  # tool calls on the successful branch
+    messages: list[M]
+    expansions: int = 0
+    backtracks: int = 0
+    failed_calls: list[str] = field(default_factory=list)
+    offered: list[list[str]] = field(default_factory=list)  # tools retrieved at each expansion
+
+
+class DFSDTSearch(Generic[M, T]):
+    """Depth-first search over tool-call decisions (ToolLLM's DFSDT), retrieving tools at every node.
+
+    At a node the search retrieves the tools for the query minus the tools already used on the path and
+    those that failed at this node, offers them with the ``finish`` tool, and runs the model's call. A
+    failed call, a ``give_up_and_restart`` or a dead subtree sends the search back up to try a sibling.
+
+    Args:
+        port: the framework's model and tools.
+        selector: selects the tools of each node.
+        finish: the finishing tool (arguments ``return_type``: ``give_answer`` | ``give_up_and_restart``,
+            and ``final_answer``); ToolBench calls it ``Finish``.
+        max_depth: most tool calls on one branch.
+        max_children: most children tried per node.
+        max_expansions: most model calls in all.
+    """
+
+    def __init__(
+        self,
+        port: AgentPort[M, T],
+        selector: ToolSource[T],
+        finish: T,
+        *,
+        max_depth: int = 4,
+        max_children: int = 2,
+        max_expansions: int = 16,
+    ) -> None:
+        self.port = port
+        self.selector = selector
+        self.finish = finish
+        self.max_depth = max_depth
+        self.max_children = max_children
+        self.max_expansions = max_expansions
+
+    def run(self, query: str) -> DFSDTResult[M]:
+        """Search for an answer to ``query``."""
+        result: DFSDTResult[M] = DFSDTResult(answer=None, path=[], messages=[])
+        found = self._expand(query, [self.port.user_message(query)], [], 0, result)
+        if found is not None:
+            result.answer, result.path, result.messages = found
+        return result
+
+    def _expand(
+        self, query: str, messages: list[M], path: list[str], depth: int, result: DFSDTResult[M]
+    ) -> tuple[str, list[str], list[M]] | None:
+        name = self.port.tool_name
+        finish_name = name(self.finish)
+        failed: list[str] = []
+        for _ in range(self.max_children):
+            if depth >= self.max_depth or result.expansions >= self.max_expansions:
+                return None
+            result.expansions += 1
+            tools = self.selector.select(query, exclude=[*path, *failed])
+            result.offered.append([name(t) for t in tools])
+            reply = self.port.ask(messages, [*tools, self.finish])
+            if not reply.calls:
+                return reply.text, path, [*messages, reply.message]
+            call = reply.calls[0]
+            if call.name == finish_name:
+                if call.args.get("return_type") == "give_answer":
+                    return str(call.args.get("final_answer", "")), path, [*messages, reply.message]
+                return None  # the model gave up on this branch: back to the parent
+            tool = next((t for t in tools if name(t) == call.name), None) or self.selector.get(call.name)
+            outcome = self.port.call_tool(tool, call)
+            if outcome.failed:
+                failed.append(call.name)
+                result.failed_calls.append(call.name)
+                result.backtracks += 1
+                continue
+            branch = [*messages, self.port.keep_call(reply, call), outcome.message]
+            found = self._expand(query, branch, [*path, call.name], depth + 1, result)
+            if found is not None:
+                return found
+            failed.append(call.name)
+            result.backtracks += 1
+        return None
