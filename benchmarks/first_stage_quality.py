@@ -38,7 +38,7 @@ from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.evaluation import EvalReport, evaluate, query_metrics
 from toolrerank_plugins.loaders import load_catalog, load_queries
 from toolrerank_plugins.records import LabelledQuery
-from toolrerank_plugins.retrieval.hybrid import HybridConfig, rrf_fuse
+from toolrerank_plugins.retrieval.hybrid import HybridConfig, first_stage_from_parts, rrf_fuse
 
 logger = logging.getLogger("first_stage_quality")
 
@@ -310,7 +310,7 @@ def tune_hybrid(engine: Engine, queries: Sequence[LabelledQuery], train_limit: i
         dw, bw = (0.0, 1.0) if ratio == float("inf") else (1.0, ratio)
         for rrf_k in (1, 5, 10, 20, 30, 60, 100):
             for cand in (10, 20, 50, 100, 200, 300):
-                cfg = HybridConfig(dense_weight=dw, bm25_weight=bw, rrf_k=rrf_k, candidates=cand)
+                cfg = HybridConfig(dense_weight=dw, bm25_weight=bw, rrf_k=rrf_k, depth=cand)
                 grid.append((cfg, _fused_metrics(d_train, b_train, train, cfg)))
     # Best train Recall@5; ties broken by Recall@10 then NDCG@10 (train only: dev is never looked at here).
     grid.sort(key=lambda x: (-x[1]["recall@5"], -x[1]["recall@10"], -x[1]["ndcg@10"]))
@@ -319,7 +319,7 @@ def tune_hybrid(engine: Engine, queries: Sequence[LabelledQuery], train_limit: i
     top = []
     for cfg, m_train in grid[:15]:
         top.append({"config": cfg.model_dump(), "train": m_train, "dev": _fused_metrics(d_dev, b_dev, dev, cfg)})
-    equal = [HybridConfig(rrf_k=k, candidates=c) for k in EQUAL_WEIGHT_K for c in (50, 100)]
+    equal = [HybridConfig(rrf_k=k, depth=c) for k in EQUAL_WEIGHT_K for c in (50, 100)]
     return {
         "equal_weights": [
             {
@@ -372,13 +372,14 @@ def cross_check(
 
 def verify_with_harness(engine: Engine, queries: Sequence[LabelledQuery], cfg: dict[str, Any]) -> dict[str, float]:
     """Dev metrics of a hybrid engine with HybridConfig ``cfg``, through ``evaluate`` (not the simulation)."""
-    old = engine.config
+    old, old_first = engine.config, engine.first_stage
     engine.config = old.model_copy(update={"hybrid": HybridConfig(**cfg)})
+    engine.first_stage = first_stage_from_parts("hybrid", old_first.parts, engine.config)
     try:
         dev = [q for q in queries if q.split == "dev"]
         return evaluate(engine, dev, ks=KS, batch_size=None).overall
     finally:
-        engine.config = old
+        engine.config, engine.first_stage = old, old_first
 
 
 # -- output ---------------------------------------------------------------------------------------

@@ -96,19 +96,19 @@ def main(argv: list[str] | None = None) -> int:
         "engine_build_or_load_s": round(build_s, 1),
         "n_queries": len(queries),
         "split": args.split,
-        "candidate_k": engine.config.candidate_k,
+        "depth": engine.config.depth,
         "stages": {},
     }
     for stage_type in ("query_generation", "qta_rewrite", "iterative_feedback"):
-        stage = build_stage(StageSpec(type=stage_type), engine)
+        stage = build_stage(StageSpec(type=stage_type), engine.context)
         rows = []
         for q in queries:
             first_t = time.perf_counter()
-            cands = engine.retrieve([q.query], engine.config.candidate_k)[0]
+            cands = engine.retrieve([q.query], engine.config.depth)[0]
             first_ms = (time.perf_counter() - first_t) * 1000
             trace: dict[str, Any] = {}
             t0 = time.perf_counter()
-            stage.run(q.query, cands, engine, trace)
+            stage.run(q.query, cands, engine.context, trace)
             total_ms = (time.perf_counter() - t0) * 1000
             u = trace["usage"]
             rows.append(

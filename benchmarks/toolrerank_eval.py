@@ -28,6 +28,7 @@ from toolrerank_plugins.rerank.classifier import QueryTypeClassifier, query_type
 from toolrerank_plugins.rerank.cross_encoder import CachedReranker, load_reranker
 from toolrerank_plugins.rerank.stage import ToolRerankConfig, ToolRerankStage
 from toolrerank_plugins.rerank.tune import PAPER_GRID, Prepared, prepare, run_config, tune
+from toolrerank_plugins.retrieval.hybrid import first_stage_from_parts
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 METRIC_NAMES = ("recall", "ndcg", "sufficiency")
@@ -97,12 +98,9 @@ def main() -> None:
             )
         catalog = base.catalog
         for kind in args.first_stages:
-            if kind == base.config.retriever:
-                engines[kind] = base
-            else:  # a view of the same indexes with another first stage
-                e = Engine(catalog, base.config.model_copy(update={"retriever": kind}))
-                e.dense, e.bm25 = base.dense, base.bm25
-                engines[kind] = e
+            # a view of the same indexes with this first stage (the hybrid one fuses with the rrf_k above)
+            cfg = base.config.model_copy(update={"retriever": kind})
+            engines[kind] = Engine.from_parts(catalog, cfg, first_stage_from_parts(kind, base.first_stage.parts, cfg))
     else:
         catalog = load_catalog(root)
         for kind in args.first_stages:
@@ -132,11 +130,11 @@ def main() -> None:
     oracle = root / "queries.jsonl"
     stage = ToolRerankStage(
         ToolRerankConfig(model_path=args.model, classification="oracle", oracle_queries=str(oracle)),
-        eng,
+        eng.context,
         reranker=reranker,  # type: ignore[arg-type]
         classifier=classifier,
     )
-    seen = stage.seen_tools(eng)
+    seen = stage.seen_tools(eng.context)
     result["seen_share_of_relevant"] = {}
     for g in sorted({q.group or "all" for q in qs}):
         rel = [r for q in qs if (q.group or "all") == g for r in q.relevant if r in catalog]

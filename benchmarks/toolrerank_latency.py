@@ -20,12 +20,14 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.loaders import load_catalog, load_queries
 from toolrerank_plugins.rerank.truncation import adaptive_truncate
+from toolrerank_plugins.retrieval.hybrid import first_stage_from_parts
 from toolrerank_plugins.stages import StageSpec, build_stage
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -50,11 +52,14 @@ def main() -> None:
     root = Path(args.data) / "toolbench"
     if args.engine:
         engine = Engine.load(args.engine)
-        if engine.config.retriever != args.retriever:
-            engine.config = engine.config.model_copy(update={"retriever": args.retriever})
+        update: dict[str, Any] = {"retriever": args.retriever}
         if args.rrf_k is not None:
-            hybrid = engine.config.hybrid.model_copy(update={"rrf_k": args.rrf_k})
-            engine.config = engine.config.model_copy(update={"hybrid": hybrid})
+            update["hybrid"] = engine.config.hybrid.model_copy(update={"rrf_k": args.rrf_k})
+        config = engine.config.model_copy(update=update)
+        # a view of the loaded indexes with the requested first stage (nothing re-encoded)
+        engine = Engine.from_parts(
+            engine.catalog, config, first_stage_from_parts(args.retriever, engine.first_stage.parts, config)
+        )
     else:
         engine = Engine.build(load_catalog(root), EngineConfig(retriever=args.retriever))  # type: ignore[arg-type]
     params = json.loads(Path(args.params).read_text())["params"] if args.params else {"m_s": 10, "m_u": 30}
@@ -63,12 +68,11 @@ def main() -> None:
         stage_params |= {"classifier_path": args.classifier, "classification": "classifier"}
     else:
         stage_params["classification"] = "single"
-    engine.config = engine.config.model_copy(update={"candidate_k": max(params["m_s"], params["m_u"])})
-    stage = build_stage(StageSpec(type="toolrerank", params=stage_params), engine)
+    engine.config = engine.config.model_copy(update={"depth": max(params["m_s"], params["m_u"])})
+    stage = build_stage(StageSpec(type="toolrerank", params=stage_params), engine.context)
     engine.stages = [stage]
-    engine._notify_index()
     ce = stage.reranker.model  # type: ignore[attr-defined]
-    seen = stage.seen_tools(engine)
+    seen = stage.seen_tools(engine.context)
     qs = [q.query for q in load_queries(root, split="dev")][: args.queries]
     for q in qs[:3]:  # warm-up (model load, first-call allocations)
         engine.search_detailed(q, 5)
@@ -81,7 +85,7 @@ def main() -> None:
         stage_only.append(res.timings_ms.get(stage.name, 0.0))
         scored.append(res.trace[stage.name]["truncated_to"] + len(res.trace[stage.name].get("added", [])))
         t = time.perf_counter()
-        cands = engine.retrieve([q], engine.config.candidate_k)[0]
+        cands = engine.retrieve([q], engine.config.depth)[0]
         kept, _ = adaptive_truncate(cands, lambda c: c.tool.tool_key in seen, params["m_s"], params["m_u"])
         with torch.inference_mode():
             s = ce.predict([(q, engine.render(c.tool)) for c in kept], batch_size=64, activation_fn=torch.nn.Sigmoid())
@@ -89,7 +93,7 @@ def main() -> None:
         direct.append((time.perf_counter() - t) * 1000)
         added = [engine.catalog[a] for a in res.trace[stage.name].get("added", [])]
         t = time.perf_counter()
-        cands = engine.retrieve([q], engine.config.candidate_k)[0]
+        cands = engine.retrieve([q], engine.config.depth)[0]
         kept, _ = adaptive_truncate(cands, lambda c: c.tool.tool_key in seen, params["m_s"], params["m_u"])
         texts = [engine.render(c.tool) for c in kept] + [engine.render(a) for a in added]
         with torch.inference_mode():

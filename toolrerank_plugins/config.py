@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from toolrerank_plugins._compat import rename_fields, warn_renamed
 from toolrerank_plugins.render import RenderConfig
 from toolrerank_plugins.retrieval.base import known_first_stages
 from toolrerank_plugins.retrieval.bm25 import BM25Config
@@ -23,19 +26,30 @@ class EngineConfig(BaseModel):
     retriever reads its own section (``dense``, ``bm25``, ``hybrid``).
 
     Example:
-        >>> EngineConfig(retriever="bm25", candidate_k=30).retriever
+        >>> EngineConfig(retriever="bm25", depth=30).retriever
         'bm25'
     """
 
     model_config = ConfigDict(extra="forbid")
 
     retriever: RetrieverName = "dense"
-    candidate_k: int = Field(50, ge=1, description="first-stage depth handed to the stages")
+    depth: int = Field(50, ge=1, description="first-stage depth: candidates handed to the stages (was candidate_k)")
     render: RenderConfig = Field(default_factory=RenderConfig)
     dense: DenseConfig = Field(default_factory=DenseConfig)
     bm25: BM25Config = Field(default_factory=BM25Config)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
     stages: list[StageSpec] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_names(cls, data: Any) -> Any:
+        return rename_fields(data, {"candidate_k": "depth"}, "EngineConfig")
+
+    @property
+    def candidate_k(self) -> Any:
+        """Deprecated name of :attr:`depth`."""
+        warn_renamed("EngineConfig", "candidate_k", "depth")
+        return self.depth
 
     @field_validator("retriever")
     @classmethod

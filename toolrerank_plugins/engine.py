@@ -105,7 +105,7 @@ class _EngineContext(StageContext):
 
     @property
     def depth(self) -> int:
-        return self._engine.config.candidate_k
+        return self._engine.config.depth
 
     @property
     def has_embeddings(self) -> bool:
@@ -290,9 +290,9 @@ class Engine:
         return frozenset(exclude)
 
     def _depth(self, top_k: int, exclude: frozenset[str]) -> int:
-        """First-stage depth: ``top_k`` (at least ``candidate_k`` with stages), deeper by the excluded ids."""
+        """First-stage depth: ``top_k`` (at least ``config.depth`` with stages), deeper by the excluded ids."""
         wanted = top_k + sum(1 for t in exclude if t in self.catalog)
-        return max(wanted, self.config.candidate_k) if self._stages else wanted
+        return max(wanted, self.config.depth) if self._stages else wanted
 
     def search(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = ()) -> list[ScoredTool]:
         """The ``top_k`` best APIs for ``query``, best first; ids in ``exclude`` are never returned (the

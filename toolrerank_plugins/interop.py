@@ -135,3 +135,21 @@ def tools_for_engine(
         raise ValueError(f"no implementation for {len(missing)} APIs (first: {missing[:3]})")
     names = function_names(specs)
     return {s.id: make_tool(s, implementations[s.id], names[s.id]) for s in specs}
+
+
+def named_first(query: str, items: list[T], by_name: Mapping[str, T]) -> list[T]:
+    """``items`` with the item whose name is exactly ``query`` in front, if it is not already there.
+
+    Agent frameworks look a tool up by name through the same retriever (LlamaIndex's ``ObjectRetriever``);
+    an exact name must always find its tool, whatever the ranking says.
+
+    Example:
+        >>> named_first("b", ["a"], {"a": "a", "b": "b"})
+        ['b', 'a']
+        >>> named_first("a", ["a"], {"a": "a"})
+        ['a']
+    """
+    named = by_name.get(query)
+    if named is None or any(t is named for t in items):
+        return items
+    return [named, *items]

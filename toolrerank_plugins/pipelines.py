@@ -28,7 +28,7 @@ def _hierarchy(retriever: str) -> dict[str, Any]:
     # Training-free ToolRerank hierarchy reranking over one first stage.
     return {
         "retriever": retriever,
-        "candidate_k": 50,
+        "depth": 50,
         "stages": [{"type": "toolrerank", "params": {"classification": "single", "m_s": 30, "m_u": 30}}],
     }
 

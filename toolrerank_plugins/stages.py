@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolrerank_plugins._extras import import_object
-from toolrerank_plugins.errors import ConfigError
+from toolrerank_plugins.errors import ConfigError, MissingExtraError
 from toolrerank_plugins.records import ScoredTool, ToolSpec
 from toolrerank_plugins.retrieval.base import DocTransform
 
@@ -269,6 +269,8 @@ def get_stage_type(name: str) -> StageType:
     if isinstance(entry, str):
         try:
             entry = import_object(entry)
+        except MissingExtraError:
+            raise  # names the extra to install
         except Exception as exc:
             raise ConfigError(f"stage type {name!r} could not be imported from {entry!r}: {exc}") from exc
         if not isinstance(entry, StageType):

@@ -127,7 +127,7 @@ def test_custom_stage_runs_records_trace_and_scores() -> None:
         pass
 
     register_stage_type("test_reverse", StageType(Cfg, lambda cfg, engine, path: _Reverse()), replace=True)
-    cfg = EngineConfig(retriever="bm25", candidate_k=5, stages=[StageSpec(type="test_reverse")])
+    cfg = EngineConfig(retriever="bm25", depth=5, stages=[StageSpec(type="test_reverse")])
     engine = Engine.build(tiny_catalog(), cfg)
     plain = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25")).search("weather in the city", 5)
     res = engine.search_detailed("weather in the city", top_k=2)
@@ -180,7 +180,7 @@ def test_async_path_with_an_arun_stage_matches_the_sync_path() -> None:
         pass
 
     register_stage_type("test_areverse", StageType(Cfg, lambda cfg, engine, path: _AsyncReverse()), replace=True)
-    cfg = EngineConfig(retriever="bm25", candidate_k=5, stages=[StageSpec(type="test_areverse")])
+    cfg = EngineConfig(retriever="bm25", depth=5, stages=[StageSpec(type="test_areverse")])
     engine = Engine.build(tiny_catalog(), cfg)
     queries = ["weather in the city", "send an email"]
     sync = engine.search_batch_detailed(queries, 3)

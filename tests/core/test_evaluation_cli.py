@@ -117,6 +117,6 @@ def test_cli_errors_are_clear(bench_dir: Path, tmp_path: Path, capsys: pytest.Ca
 
 def test_pipeline_from_json_config(bench_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tmp_path / "cfg.json"
-    cfg.write_text(EngineConfig(retriever="bm25", candidate_k=7).model_dump_json())
+    cfg.write_text(EngineConfig(retriever="bm25", depth=7).model_dump_json())
     assert main(["eval", "--catalog", str(bench_dir), "--pipeline", str(cfg), "--batch-size", "0"]) == 0
     assert "retriever=bm25" in capsys.readouterr().out

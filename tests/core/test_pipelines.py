@@ -48,7 +48,7 @@ def test_every_preset_resolves_in_a_fresh_interpreter_without_the_cli() -> None:
     assert set(configs) == EXPECTED
     for retriever in ("bm25", "dense", "hybrid"):
         cfg = configs[f"{retriever}-hierarchy"]
-        assert cfg["retriever"] == retriever and cfg["candidate_k"] == 50
+        assert cfg["retriever"] == retriever and cfg["depth"] == 50
         assert [(s["type"], s["params"]) for s in cfg["stages"]] == [
             ("toolrerank", {"classification": "single", "m_s": 30, "m_u": 30})
         ]

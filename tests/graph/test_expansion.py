@@ -59,7 +59,7 @@ def test_limits_weight_origin_and_disabled() -> None:
     assert _ids(out) == ["delete", "other1", "validate", "other2"]  # weight 0.4 < 0.5 skipped; cap 1
     out, _ = expand_prerequisites(base, g, cat, ExpansionConfig(enabled=True, origins=["declared"]))
     assert _ids(out) == _ids(base)
-    out, _ = expand_prerequisites(base, g, cat, ExpansionConfig(enabled=True, top_n=1, min_weight=0.3))
+    out, _ = expand_prerequisites(base, g, cat, ExpansionConfig(enabled=True, window=1, min_weight=0.3))
     assert _ids(out) == ["delete", "token", "other1", "other2"]
 
 

@@ -24,7 +24,7 @@ from toolrerank_plugins.testing import ScriptedLLM, tiny_catalog, tiny_queries
 
 @pytest.fixture(scope="module")
 def engine() -> Engine:
-    return Engine.build(tiny_catalog(), EngineConfig(retriever="bm25", candidate_k=10))
+    return Engine.build(tiny_catalog(), EngineConfig(retriever="bm25", depth=10))
 
 
 def test_qta_reward_shape() -> None:

@@ -20,7 +20,7 @@ FAST = {"timeout_s": 0.3, "max_retries": 1, "backoff_initial_s": 0.0}
 
 
 def engine_with(stage: dict[str, Any], retriever: str = "bm25") -> Engine:
-    cfg = EngineConfig.model_validate({"retriever": retriever, "candidate_k": 10, "stages": [stage]})
+    cfg = EngineConfig.model_validate({"retriever": retriever, "depth": 10, "stages": [stage]})
     return Engine.build(tiny_catalog(), cfg, embedder=FakeEmbedder() if retriever != "bm25" else None)
 
 
@@ -29,7 +29,7 @@ def ids(results: list[ScoredTool]) -> list[str]:
 
 
 def first_stage(engine: Engine, q: str) -> list[str]:
-    return ids(engine.retrieve([q], engine.config.candidate_k)[0])
+    return ids(engine.retrieve([q], engine.config.depth)[0])
 
 
 # -- query generation ---------------------------------------------------------------------------------

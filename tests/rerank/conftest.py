@@ -22,7 +22,7 @@ def make_scored():  # noqa: ANN201 - returns the helper
 
 @pytest.fixture
 def engine() -> Engine:
-    return Engine.build(tiny_catalog(), EngineConfig(retriever="bm25", candidate_k=10), embedder=FakeEmbedder(64))
+    return Engine.build(tiny_catalog(), EngineConfig(retriever="bm25", depth=10), embedder=FakeEmbedder(64))
 
 
 @pytest.fixture
@@ -33,4 +33,4 @@ def flat_engine() -> Engine:
         ToolSpec(id="send_mail", name="send_mail", description="send an email message"),
         ToolSpec(id="stock_quote", name="stock_quote", description="latest stock price quote"),
     ]
-    return Engine.build(Catalog(specs), EngineConfig(retriever="bm25", candidate_k=10), embedder=FakeEmbedder(64))
+    return Engine.build(Catalog(specs), EngineConfig(retriever="bm25", depth=10), embedder=FakeEmbedder(64))

@@ -38,7 +38,7 @@ def test_decomposed_grid_matches_brute_force(engine, tmp_path, with_weight_axis)
     oracle = tmp_path / "q.jsonl"
     oracle.write_text("".join(json.dumps({"query": q.query, "relevant": list(q.relevant)}) + "\n" for q in qs))
     stage = ToolRerankStage(
-        ToolRerankConfig(classification="oracle", oracle_queries=str(oracle), k=2),
+        ToolRerankConfig(classification="oracle", oracle_queries=str(oracle), top_k=2),
         engine.context,
         reranker=FakeCrossEncoder(),
     )

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from typing import Any
 
-from toolrerank_plugins.errors import ConfigError
+from toolrerank_plugins._extras import import_object
+from toolrerank_plugins.errors import ConfigError, MissingExtraError
 
 
 def out(text: str = "") -> None:
@@ -77,8 +77,10 @@ def build_llm(args: argparse.Namespace) -> Any:
     elif ":" in spec:
         module, _, attr = spec.partition(":")
         try:
-            obj = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
+            obj = import_object(spec)
+        except MissingExtraError:
+            raise
+        except (ImportError, ValueError) as exc:
             raise ConfigError(f"--llm {spec}: cannot import {attr!r} from {module!r} ({exc})") from exc
         llm = obj if hasattr(obj, "complete") else obj()
         if not hasattr(llm, "complete"):

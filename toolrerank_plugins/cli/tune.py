@@ -30,7 +30,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         model_path=args.model,
         classifier_path=args.classifier,
         classification=args.classification,
-        k=args.k,
+        top_k=args.k,
         oracle_queries=(args.queries or args.catalog) if args.classification == "oracle" else None,
     )
     stage = _factory(cfg, engine.context, None)

@@ -1,6 +1,6 @@
 """Prerequisite expansion after retrieval: pull in the APIs the top results need, right after them.
 
-For each of the first ``top_n`` results, its direct prerequisites (graph in-edges) with weight at least
+For each of the first ``window`` results, its direct prerequisites (graph in-edges) with weight at least
 ``min_weight`` and an allowed origin are inserted immediately after it, unless they already rank above it;
 one that ranks lower is moved up. The primary (rank-1) result never moves down: insertions only happen
 *after* a dependent. ``max_inserted`` caps how many results one query can gain, so the original top is
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from toolrerank_plugins._compat import rename_fields, warn_renamed
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.graph.tool_graph import ToolGraph
 from toolrerank_plugins.records import ScoredTool
@@ -23,7 +24,7 @@ class ExpansionConfig(BaseModel):
 
     Attributes:
         enabled: turn expansion on.
-        top_n: only the first ``top_n`` results pull in their prerequisites.
+        window: only the first ``window`` results pull in their prerequisites (was ``top_n``).
         max_inserted: at most this many APIs inserted or moved up per query.
         max_per_result: at most this many prerequisites per dependent.
         min_weight: minimum edge weight (discriminator probability; declared / schema edges weigh 1).
@@ -33,11 +34,22 @@ class ExpansionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = False
-    top_n: int = Field(3, ge=1)
+    window: int = Field(3, ge=1)
     max_inserted: int = Field(2, ge=0)
     max_per_result: int = Field(1, ge=1)
     min_weight: float = Field(0.5, ge=0.0, le=1.0)
     origins: list[str] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_names(cls, data: Any) -> Any:
+        return rename_fields(data, {"top_n": "window"}, "ExpansionConfig")
+
+    @property
+    def top_n(self) -> Any:
+        """Deprecated name of :attr:`window`."""
+        warn_renamed("ExpansionConfig", "top_n", "window")
+        return self.window
 
 
 def expand_prerequisites(
@@ -60,7 +72,7 @@ def expand_prerequisites(
     allowed = None if config.origins is None else set(config.origins)
     i = 0
     n_dependents = 0
-    while i < len(items) and n_dependents < config.top_n and len(inserted) < config.max_inserted:
+    while i < len(items) and n_dependents < config.window and len(inserted) < config.max_inserted:
         dep = items[i]
         n_dependents += 1
         pos = i + 1

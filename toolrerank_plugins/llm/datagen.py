@@ -240,7 +240,7 @@ def generate_feedback_traces(
     """
     cfg = config or FeedbackConfig()
     stage = FeedbackStage(cfg, llm=llm)
-    depth = max(cfg.top_k, engine.config.candidate_k)
+    depth = max(cfg.n_tools, engine.config.depth)
     rows = []
     for q in queries:
         if not q.relevant:

@@ -14,8 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from toolrerank_plugins._compat import rename_fields, warn_renamed
 from toolrerank_plugins.llm import prompts
 from toolrerank_plugins.llm._stage import LLMCall, LLMStage, LLMStageConfig, Plan, Retrieve, error_reason
 from toolrerank_plugins.llm.base import LLMError
@@ -41,12 +42,31 @@ class FeedbackConfig(LLMStageConfig):
     """Parameters of the ``iterative_feedback`` stage."""
 
     rounds: int = Field(3, ge=1, le=10, description="T, the most refinement rounds")
-    top_k: int = Field(10, ge=1, le=50, description="K, tools shown to the LLM per round")
-    top_depth: int | None = Field(None, ge=1, description="retrieval depth per round; None: the candidate count")
+    n_tools: int = Field(10, ge=1, le=50, description="K, tools shown to the LLM per round (was top_k)")
+    depth: int | None = Field(
+        None, ge=1, description="retrieval depth per round (was top_depth); None: the candidate count"
+    )
     iteration_prefix: bool | None = Field(None, description="prefix queries with 'Iteration t: ' (None: auto)")
     prefix_format: str = DEFAULT_PREFIX
     max_tokens: int = Field(400, ge=1, description="completion cap of each of the three calls")
     max_feedback_chars: int = Field(1500, ge=100, description="cap on comprehension/assessment passed on")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_names(cls, data: Any) -> Any:
+        return rename_fields(data, {"top_k": "n_tools", "top_depth": "depth"}, "FeedbackConfig")
+
+    @property
+    def top_k(self) -> Any:
+        """Deprecated name of :attr:`n_tools`."""
+        warn_renamed("FeedbackConfig", "top_k", "n_tools")
+        return self.n_tools
+
+    @property
+    def top_depth(self) -> Any:
+        """Deprecated name of :attr:`depth`."""
+        warn_renamed("FeedbackConfig", "top_depth", "depth")
+        return self.depth
 
 
 def _norm(q: str) -> str:
@@ -81,7 +101,7 @@ class FeedbackStage(LLMStage):
 
     def plan(self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]) -> Plan:
         c = self.config
-        depth = c.top_depth or max(len(candidates), c.top_k, ctx.depth)
+        depth = c.depth or max(len(candidates), c.n_tools, ctx.depth)
         prefix = self.use_prefix(ctx)
         trace["iteration_prefix"] = prefix
 
@@ -92,13 +112,13 @@ class FeedbackStage(LLMStage):
         if prefix:
             (ranking,) = yield Retrieve((q_for(query, 0),), depth)
             trace["_last_good"] = ranking
-        rounds: list[dict[str, Any]] = [{"round": 0, "query": query, "ranking": [s.id for s in ranking[: c.top_k]]}]
+        rounds: list[dict[str, Any]] = [{"round": 0, "query": query, "ranking": [s.id for s in ranking[: c.n_tools]]}]
         trace["rounds"] = rounds
         seen = {_norm(query)}
         current = query
         stop = "max_rounds"
         for t in range(c.rounds):
-            block = prompts.tool_block([s.tool for s in ranking[: c.top_k]], max_chars_per_tool=c.max_tool_chars)
+            block = prompts.tool_block([s.tool for s in ranking[: c.n_tools]], max_chars_per_tool=c.max_tool_chars)
             q_text = prompts.user_text(current)
             (out,) = yield LLMCall(
                 (prompts.FEEDBACK_COMPREHENSION.format(query=q_text, tools=block),), c.temperature, c.max_tokens
@@ -140,7 +160,7 @@ class FeedbackStage(LLMStage):
             if not ranking:
                 raise self.fail(f"round {t + 1}: empty_retrieval")
             trace["_last_good"] = ranking
-            rounds.append({"round": t + 1, "query": current, "ranking": [s.id for s in ranking[: c.top_k]]})
+            rounds.append({"round": t + 1, "query": current, "ranking": [s.id for s in ranking[: c.n_tools]]})
         trace["stop_reason"] = stop
         trace["final_query"] = current
         return self.scored(ranking)

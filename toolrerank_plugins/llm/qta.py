@@ -12,8 +12,9 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from toolrerank_plugins._compat import rename_fields, warn_renamed
 from toolrerank_plugins.llm import prompts
 from toolrerank_plugins.llm._stage import LLMCall, LLMStage, LLMStageConfig, Plan, Retrieve, error_reason
 from toolrerank_plugins.llm.base import LLMError
@@ -33,8 +34,19 @@ class QTAConfig(LLMStageConfig):
     n_tools: int = Field(10, ge=0, le=100, description="tool documents shown to the LLM")
     seed: int = 0
     include_original: bool = Field(False, description="interleave the original ranking with the rewrite's")
-    top_k: int | None = Field(None, ge=1, description="retrieval depth; None: the candidate count")
+    depth: int | None = Field(None, ge=1, description="retrieval depth (was top_k); None: the candidate count")
     template: str | None = Field(None, description="custom prompt with {tools} and {query} fields")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_names(cls, data: Any) -> Any:
+        return rename_fields(data, {"top_k": "depth"}, "QTAConfig")
+
+    @property
+    def top_k(self) -> Any:
+        """Deprecated name of :attr:`depth`."""
+        warn_renamed("QTAConfig", "top_k", "depth")
+        return self.depth
 
 
 def sample_tools(ctx: StageContext, query: str, n: int, seed: int) -> list[ToolSpec]:
@@ -76,7 +88,7 @@ class QTAStage(LLMStage):
         if parsed.text is None:
             raise self.fail(f"unusable_output: {parsed.status}")
         trace["rewrite"] = parsed.text
-        k = c.top_k or max(len(candidates), ctx.depth)
+        k = c.depth or max(len(candidates), ctx.depth)
         (ranking,) = yield Retrieve((parsed.text,), k)
         if not ranking:
             raise self.fail("empty_retrieval")

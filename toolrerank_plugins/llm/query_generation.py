@@ -25,8 +25,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from toolrerank_plugins._compat import rename_fields, warn_renamed
 from toolrerank_plugins.llm import prompts
 from toolrerank_plugins.llm._stage import LLMCall, LLMStage, LLMStageConfig, Plan, Retrieve, error_reason
 from toolrerank_plugins.llm.base import LLMError
@@ -45,7 +46,20 @@ class QueryGenerationConfig(LLMStageConfig):
     template: str | None = Field(None, description="custom prompt with {query} and {max_queries} fields")
     max_queries: int = Field(5, ge=1, le=20, description="lines kept from the answer (the prompt asks for this)")
     include_original: bool = Field(True, description="interleave the original utterance's ranking last (B.1)")
-    top_k: int | None = Field(None, ge=1, description="depth per generated query; None: the candidate count")
+    depth: int | None = Field(
+        None, ge=1, description="depth per generated query (was top_k); None: the candidate count"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_names(cls, data: Any) -> Any:
+        return rename_fields(data, {"top_k": "depth"}, "QueryGenerationConfig")
+
+    @property
+    def top_k(self) -> Any:
+        """Deprecated name of :attr:`depth`."""
+        warn_renamed("QueryGenerationConfig", "top_k", "depth")
+        return self.depth
 
 
 def interleave(rankings: Sequence[Sequence[ScoredTool]], limit: int) -> list[ScoredTool]:
@@ -101,7 +115,7 @@ class QueryGenerationStage(LLMStage):
             trace["invented_api_names"] = unknown_names(ctx, parsed.api_names)
         if parsed.status != "ok":
             raise self.fail(f"unusable_output: {parsed.status}")
-        k = c.top_k or max(len(candidates), ctx.depth)
+        k = c.depth or max(len(candidates), ctx.depth)
         rankings: list[list[ScoredTool]] = yield Retrieve(tuple(parsed.items), k)
         lists = list(rankings) + ([candidates[:k]] if c.include_original else [])
         merged = interleave(lists, k)

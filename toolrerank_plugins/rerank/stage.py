@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from toolrerank_plugins._compat import rename_fields, warn_renamed
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.records import LabelledQuery, ScoredTool, ToolSpec
 from toolrerank_plugins.rerank.classifier import QueryType, QueryTypeClassifier, query_type
@@ -58,7 +59,9 @@ class ToolRerankConfig(BaseModel):
     tau_s: float = Field(0.8, ge=0.0, le=1.0, description="Algorithm 1: score above which a tool is preferred")
     tau_m: float = Field(0.8, ge=-1.0, le=1.0, description="Algorithm 2: cosine above which results are linked")
     n: int = Field(2, ge=1, description="Algorithm 2: results taken first from each connected component")
-    k: int = Field(5, ge=1, description="results handed to the LLM; the metric cut-off `toolrerank tune` optimises")
+    top_k: int = Field(
+        5, ge=1, description="results handed to the LLM (was k); the metric cut-off `toolrerank tune` optimises"
+    )
     classification: Classification = Field(
         "auto", description="auto: classifier if given else none; none = no hierarchy step (Rerank-m)"
     )
@@ -81,6 +84,17 @@ class ToolRerankConfig(BaseModel):
     device: str = "auto"
     batch_size: int = Field(64, ge=1)
     max_length: int | None = Field(None, ge=8, description="pair length; None: the length the model was trained with")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_names(cls, data: Any) -> Any:
+        return rename_fields(data, {"k": "top_k"}, "ToolRerankConfig")
+
+    @property
+    def k(self) -> Any:
+        """Deprecated name of :attr:`top_k`."""
+        warn_renamed("ToolRerankConfig", "k", "top_k")
+        return self.top_k
 
     @model_validator(mode="after")
     def _check(self) -> ToolRerankConfig:

@@ -90,7 +90,7 @@ def tune(
     Returns ``{"params", "objective", "by_truncation": [...], "metric", "k"}``.
     """
     grid = {**PAPER_GRID, **(grid or {})}
-    k = stage.config.k
+    k = stage.config.top_k
     types = [stage.classify(q.query) for q in prep.queries]
     single = [i for i, t in enumerate(types) if t == "single"]
     multi = [i for i, t in enumerate(types) if t == "multi"]

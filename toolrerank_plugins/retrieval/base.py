@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from toolrerank_plugins._extras import import_object
-from toolrerank_plugins.errors import ConfigError
+from toolrerank_plugins.errors import ConfigError, MissingExtraError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -145,6 +145,8 @@ def get_first_stage_type(name: str) -> FirstStageType:
     if isinstance(entry, str):
         try:
             obj = import_object(entry)
+        except MissingExtraError:
+            raise  # names the extra to install
         except Exception as exc:
             raise ConfigError(f"retriever {name!r} could not be imported from {entry!r}: {exc}") from exc
         if not isinstance(obj, FirstStageType):

@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from toolrerank_plugins._compat import rename_fields, warn_renamed
 from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit
 from toolrerank_plugins.retrieval.bm25 import BM25Retriever
 from toolrerank_plugins.retrieval.dense import DenseRetriever
@@ -27,7 +28,18 @@ class HybridConfig(BaseModel):
     # scores are nearly flat over the top ranks, so the weaker retriever's mistakes rise above the stronger
     # one's top hits (docs/benchmarks/first_stage.md, "Hybrid fusion").
     rrf_k: int = Field(5, ge=1, description="RRF constant: score = sum(w / (rrf_k + rank))")
-    candidates: int = Field(100, ge=1, description="how deep each ranking is fused")
+    depth: int = Field(100, ge=1, description="how deep each ranking is fused (was candidates)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_names(cls, data: Any) -> Any:
+        return rename_fields(data, {"candidates": "depth"}, "HybridConfig")
+
+    @property
+    def candidates(self) -> Any:
+        """Deprecated name of :attr:`depth`."""
+        warn_renamed("HybridConfig", "candidates", "depth")
+        return self.depth
 
 
 def rrf_fuse(rankings: Sequence[tuple[Sequence[Hit], float]], *, rrf_k: int, top_k: int) -> list[Hit]:
@@ -85,7 +97,7 @@ class HybridRetriever(FirstStage):
 
     def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
         c = self.config
-        deep = max(depth, c.candidates)
+        deep = max(depth, c.depth)
         out: list[list[Hit]] = []
         for dh, bh in zip(self.dense.search(queries, deep), self.bm25.search(queries, deep)):
             fused = rrf_fuse([(dh, c.dense_weight), (bh, c.bm25_weight)], rrf_k=c.rrf_k, top_k=depth)
@@ -134,3 +146,24 @@ FIRST_STAGE_TYPE = FirstStageType(
     ),
     load=lambda root, config, embedder: HybridRetriever.load(root, config, embedder=embedder),
 )
+
+
+def first_stage_from_parts(name: str, parts: Mapping[str, FirstStage], config: Any) -> FirstStage:
+    """A ``dense``, ``bm25`` or ``hybrid`` first stage over already-built retrievers (``FirstStage.parts``
+    of another engine), so first stages can be compared without re-encoding; ``config`` is the engine
+    config (its ``hybrid`` section is used for fusion).
+
+    Raises:
+        ConfigError: ``parts`` lacks a retriever the requested first stage needs.
+    """
+    from toolrerank_plugins.errors import ConfigError
+
+    need = ("dense", "bm25") if name == "hybrid" else (name,)
+    missing = [n for n in need if n not in parts]
+    if name not in ("dense", "bm25", "hybrid") or missing:
+        raise ConfigError(f"cannot make first stage {name!r} from parts {sorted(parts)} (missing {missing})")
+    if name == "hybrid":
+        dense, bm25 = parts["dense"], parts["bm25"]
+        assert isinstance(dense, DenseRetriever) and isinstance(bm25, BM25Retriever)
+        return HybridRetriever(config.hybrid, dense, bm25)
+    return parts[name]

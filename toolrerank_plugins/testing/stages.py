@@ -68,7 +68,7 @@ def register_test_stages() -> None:
     )
 
 
-def fake_engine(stages: Sequence[StageSpec] = (), *, retriever: str = "dense", candidate_k: int = 10) -> Engine:
+def fake_engine(stages: Sequence[StageSpec] = (), *, retriever: str = "dense", depth: int = 10) -> Engine:
     """An engine over :func:`tiny_catalog` with a :class:`FakeEmbedder` (offline, deterministic)."""
-    config = EngineConfig(retriever=retriever, candidate_k=candidate_k, stages=list(stages))  # type: ignore[arg-type]
+    config = EngineConfig(retriever=retriever, depth=depth, stages=list(stages))
     return Engine.build(tiny_catalog(), config, embedder=FakeEmbedder())

@@ -70,7 +70,7 @@ def test_llm_stage_runs_on_the_agents_chat_model():
     register_llm("lc_test_agent_model", ChatModelLLM(model))
     try:
         stage = StageSpec(type="query_generation", params={"llm": "lc_test_agent_model"})
-        engine = Engine.build(tiny_catalog(), EngineConfig(candidate_k=10, stages=[stage]), embedder=FakeEmbedder())
+        engine = Engine.build(tiny_catalog(), EngineConfig(depth=10, stages=[stage]), embedder=FakeEmbedder())
         res = engine.search_detailed("where is 10 Main Street and is it raining there", top_k=3)
     finally:
         unregister_llm("lc_test_agent_model")

@@ -14,7 +14,7 @@ from llama_index.retrievers.toolrerank.base import ToolRerankRetriever
 
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine, EngineConfig
-from toolrerank_plugins.interop import TOOL_ID, engine_for_tools, require_tools, tools_for_engine
+from toolrerank_plugins.interop import TOOL_ID, engine_for_tools, named_first, require_tools, tools_for_engine
 
 
 class _ToolIdMapping(BaseObjectNodeMapping[BaseTool]):
@@ -113,10 +113,7 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
         return self.retriever.similarity_top_k  # type: ignore[attr-defined, no-any-return]
 
     def _with_named(self, query: str, tools: list[BaseTool]) -> list[BaseTool]:
-        named = self.tools_by_name.get(query)
-        if named is None or any(t is named for t in tools):
-            return tools
-        return [named, *tools]
+        return named_first(query, tools, self.tools_by_name)
 
     def retrieve(self, str_or_query_bundle: QueryType) -> list[BaseTool]:
         return self._with_named(_query_str(str_or_query_bundle), super().retrieve(str_or_query_bundle))
