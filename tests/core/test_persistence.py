@@ -83,7 +83,7 @@ def test_newer_format_and_foreign_dirs(saved: tuple[Engine, Path], tmp_path: Pat
     cfg = json.loads((path / "config.json").read_text())
     cfg["format_version"] = FORMAT_VERSION + 1
     (path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(PersistenceError, match="format version 2 .* Upgrade"):
+    with pytest.raises(PersistenceError, match=f"format version {FORMAT_VERSION + 1} .* Upgrade"):
         Engine.load(path, embedder=FakeEmbedder())
     foreign = tmp_path / "foreign"
     foreign.mkdir()
