@@ -12,9 +12,11 @@ import importlib
 import sys
 from collections.abc import Callable, Mapping
 from types import ModuleType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from toolrerank_plugins.errors import MissingExtraError
+from toolrerank_plugins.errors import ConfigError, MissingExtraError
+
+T = TypeVar("T")
 
 #: module name -> (extra, pip distribution). Checked against pyproject.toml by a test.
 EXTRA_FOR_MODULE: dict[str, tuple[str, str]] = {
@@ -114,3 +116,55 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[st
         return sorted(set(vars(sys.modules[package])) | set(table))
 
     return __getattr__, __dir__
+
+
+class Registry(Generic[T]):
+    """Exact names -> objects of one type, registered directly or as lazy ``"module:attr"`` strings.
+
+    The one registry behind stage types and first stages: a lazy entry is imported (through
+    :func:`import_object`) and type-checked on first use; an unknown name raises listing the known ones.
+
+    Example:
+        >>> r = Registry("greeting", str, {"hi": "hello"})
+        >>> r.get("hi"), r.names()
+        ('hello', ['hi'])
+        >>> r.get("bye")
+        Traceback (most recent call last):
+        ...
+        toolrerank_plugins.errors.ConfigError: unknown greeting 'bye'; known greetings: hi
+    """
+
+    def __init__(
+        self, kind: str, type_: type[T], entries: Mapping[str, T | str] | None = None, *, plural: str | None = None
+    ) -> None:
+        self.kind = kind
+        self.plural = plural or f"{kind}s"
+        self.type = type_
+        self._entries: dict[str, T | str] = dict(entries or {})
+
+    def register(self, name: str, entry: T | str, *, replace: bool = False) -> None:
+        if name in self._entries and not replace:
+            raise ConfigError(f"{self.kind} {name!r} is already registered; pass replace=True to override")
+        self._entries[name] = entry
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def get(self, name: str) -> T:
+        entry = self._entries.get(name)
+        if entry is None:
+            raise ConfigError(f"unknown {self.kind} {name!r}; known {self.plural}: {', '.join(self.names())}")
+        if isinstance(entry, str) and not isinstance(entry, self.type):
+            try:
+                obj = import_object(entry)
+            except MissingExtraError:
+                raise  # names the extra to install
+            except (ImportError, ValueError) as exc:
+                raise ConfigError(f"{self.kind} {name!r} could not be imported from {entry!r}: {exc}") from exc
+            if not isinstance(obj, self.type):
+                raise ConfigError(f"{entry} is not a {self.type.__name__} ({self.kind} {name!r})")
+            self._entries[name] = entry = obj
+        return entry

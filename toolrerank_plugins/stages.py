@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolrerank_plugins._extras import import_object
-from toolrerank_plugins.errors import ConfigError, MissingExtraError
+from toolrerank_plugins._extras import Registry
+from toolrerank_plugins.errors import ConfigError
 from toolrerank_plugins.records import ScoredTool, ToolSpec
 from toolrerank_plugins.retrieval.base import DocTransform
 
@@ -241,42 +241,31 @@ class StageType:
     factory: Callable[[Any, StageContext, Path | None], Stage]
 
 
-_REGISTRY: dict[str, StageType | str] = {
-    # Lazily imported stage types shipped with the library ("module:attribute").
-    "toolrerank": "toolrerank_plugins.rerank.stage:STAGE_TYPE",
-    "tgr": "toolrerank_plugins.graph.stage:STAGE_TYPE",
-    "query_generation": "toolrerank_plugins.llm.query_generation:STAGE_TYPE",
-    "qta_rewrite": "toolrerank_plugins.llm.qta:STAGE_TYPE",
-    "iterative_feedback": "toolrerank_plugins.llm.feedback:STAGE_TYPE",
-}
+_STAGE_TYPES: Registry[StageType] = Registry(
+    "stage type",
+    StageType,
+    {  # lazily imported stage types shipped with the library ("module:attribute")
+        "toolrerank": "toolrerank_plugins.rerank.stage:STAGE_TYPE",
+        "tgr": "toolrerank_plugins.graph.stage:STAGE_TYPE",
+        "query_generation": "toolrerank_plugins.llm.query_generation:STAGE_TYPE",
+        "qta_rewrite": "toolrerank_plugins.llm.qta:STAGE_TYPE",
+        "iterative_feedback": "toolrerank_plugins.llm.feedback:STAGE_TYPE",
+    },
+    plural="types",
+)
 
 
 def register_stage_type(name: str, stage_type: StageType | str, *, replace: bool = False) -> None:
     """Register a stage type under an exact name (``"module:attr"`` strings import lazily)."""
-    if name in _REGISTRY and not replace:
-        raise ConfigError(f"stage type {name!r} is already registered; pass replace=True to override")
-    _REGISTRY[name] = stage_type
+    _STAGE_TYPES.register(name, stage_type, replace=replace)
 
 
 def known_stage_types() -> list[str]:
-    return sorted(_REGISTRY)
+    return _STAGE_TYPES.names()
 
 
 def get_stage_type(name: str) -> StageType:
-    entry = _REGISTRY.get(name)
-    if entry is None:
-        raise ConfigError(f"unknown stage type {name!r}; known types: {', '.join(known_stage_types())}")
-    if isinstance(entry, str):
-        try:
-            entry = import_object(entry)
-        except MissingExtraError:
-            raise  # names the extra to install
-        except Exception as exc:
-            raise ConfigError(f"stage type {name!r} could not be imported from {entry!r}: {exc}") from exc
-        if not isinstance(entry, StageType):
-            raise ConfigError(f"{_REGISTRY[name]} is not a StageType")
-        _REGISTRY[name] = entry
-    return entry
+    return _STAGE_TYPES.get(name)
 
 
 def build_stage(spec: StageSpec, ctx: StageContext, path: Path | None = None) -> Stage:

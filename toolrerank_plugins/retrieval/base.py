@@ -18,8 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from toolrerank_plugins._extras import import_object
-from toolrerank_plugins.errors import ConfigError, MissingExtraError
+from toolrerank_plugins._extras import Registry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -120,39 +119,28 @@ class FirstStageType:
     load: Callable[[Path, Any, Embedder | None], FirstStage]
 
 
-_REGISTRY: dict[str, FirstStageType | str] = {
-    "dense": "toolrerank_plugins.retrieval.dense:FIRST_STAGE_TYPE",
-    "bm25": "toolrerank_plugins.retrieval.bm25:FIRST_STAGE_TYPE",
-    "hybrid": "toolrerank_plugins.retrieval.hybrid:FIRST_STAGE_TYPE",
-}
+_FIRST_STAGES: Registry[FirstStageType] = Registry(
+    "retriever",
+    FirstStageType,
+    {
+        "dense": "toolrerank_plugins.retrieval.dense:FIRST_STAGE_TYPE",
+        "bm25": "toolrerank_plugins.retrieval.bm25:FIRST_STAGE_TYPE",
+        "hybrid": "toolrerank_plugins.retrieval.hybrid:FIRST_STAGE_TYPE",
+    },
+)
 
 
 def register_first_stage(name: str, first_stage_type: FirstStageType | str, *, replace: bool = False) -> None:
     """Register a first-stage backend under an exact name (``"module:attr"`` strings import lazily)."""
-    if name in _REGISTRY and not replace:
-        raise ConfigError(f"first stage {name!r} is already registered; pass replace=True to override")
-    _REGISTRY[name] = first_stage_type
+    _FIRST_STAGES.register(name, first_stage_type, replace=replace)
 
 
 def known_first_stages() -> list[str]:
-    return sorted(_REGISTRY)
+    return _FIRST_STAGES.names()
 
 
 def get_first_stage_type(name: str) -> FirstStageType:
-    entry = _REGISTRY.get(name)
-    if entry is None:
-        raise ConfigError(f"unknown retriever {name!r}; known: {', '.join(known_first_stages())}")
-    if isinstance(entry, str):
-        try:
-            obj = import_object(entry)
-        except MissingExtraError:
-            raise  # names the extra to install
-        except Exception as exc:
-            raise ConfigError(f"retriever {name!r} could not be imported from {entry!r}: {exc}") from exc
-        if not isinstance(obj, FirstStageType):
-            raise ConfigError(f"{entry} is not a FirstStageType")
-        _REGISTRY[name] = entry = obj
-    return entry
+    return _FIRST_STAGES.get(name)
 
 
 #: Deprecated name of the interface (a Protocol before); kept so old imports keep working.
