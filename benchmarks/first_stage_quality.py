@@ -372,14 +372,13 @@ def cross_check(
 
 def verify_with_harness(engine: Engine, queries: Sequence[LabelledQuery], cfg: dict[str, Any]) -> dict[str, float]:
     """Dev metrics of a hybrid engine with HybridConfig ``cfg``, through ``evaluate`` (not the simulation)."""
-    old, old_first = engine.config, engine.first_stage
-    engine.config = old.model_copy(update={"hybrid": HybridConfig(**cfg)})
-    engine.first_stage = first_stage_from_parts("hybrid", old_first.parts, engine.config)
-    try:
-        dev = [q for q in queries if q.split == "dev"]
-        return evaluate(engine, dev, ks=KS, batch_size=None).overall
-    finally:
-        engine.config, engine.first_stage = old, old_first
+    config = engine.config.model_copy(update={"hybrid": HybridConfig(**cfg)})
+    # the same retrievers (nothing re-encoded) fused with ``cfg``; ``engine`` itself is not changed
+    variant = Engine.from_parts(
+        engine.catalog, config, first_stage_from_parts("hybrid", engine.first_stage.parts, config)
+    )
+    dev = [q for q in queries if q.split == "dev"]
+    return evaluate(variant, dev, ks=KS, batch_size=None).overall
 
 
 # -- output ---------------------------------------------------------------------------------------

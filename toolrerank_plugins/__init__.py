@@ -25,6 +25,7 @@ from toolrerank_plugins.errors import (
     ConfigError,
     MissingExtraError,
     PersistenceError,
+    SaveError,
     ToolRerankError,
 )
 from toolrerank_plugins.loaders import (
@@ -79,6 +80,7 @@ __all__ = [
     "LabelledQuery",
     "MissingExtraError",
     "PersistenceError",
+    "SaveError",
     "RenderConfig",
     "ScoredTool",
     "SearchResult",

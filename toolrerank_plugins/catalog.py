@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -36,6 +37,9 @@ def validate_parameters(params: Any, where: str) -> None:
 
 
 def validate_spec(spec: ToolSpec, where: str) -> None:
+    """Raise :class:`CatalogError` (prefixed with ``where``) unless ``spec`` may join a catalog: a
+    non-empty ``id`` and ``name`` and an object-schema ``parameters`` (field types and JSON-ness are
+    checked when the :class:`ToolSpec` is created)."""
     if not isinstance(spec.id, str) or not spec.id.strip():
         raise CatalogError(f"{where}: missing or empty 'id'")
     if not isinstance(spec.name, str) or not spec.name.strip():
@@ -45,6 +49,43 @@ def validate_spec(spec: ToolSpec, where: str) -> None:
     validate_parameters(spec.parameters, f"{where}: API {spec.id!r}")
     if spec.returns is not None and not isinstance(spec.returns, Mapping):
         raise CatalogError(f"{where}: API {spec.id!r}: 'returns' must be a JSON Schema mapping or null")
+
+
+def build_spec(where: str, **fields: Any) -> ToolSpec:
+    """A :class:`ToolSpec` from a loader's fields, checked as a catalog entry; every error is a
+    :class:`CatalogError` that starts with ``where`` (the file and line, or the entry, it came from)."""
+    try:
+        spec = ToolSpec(**fields)
+    except CatalogError as exc:
+        raise CatalogError(f"{where}: {exc}") from exc
+    validate_spec(spec, where)
+    return spec
+
+
+def _iterable(value: Any, argument: str, what: str) -> Iterable[Any]:
+    """``value`` if it can be iterated as a collection of ``what``; a string or mapping is a TypeError."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise TypeError(f"Catalog: {argument!r} must be an iterable of {what}, got {type(value).__name__}")
+    return value
+
+
+def _batch(items: Iterable[Any], method: str, what: str) -> list[Any]:
+    """``items`` as a list; a lone string or ToolSpec (a common slip) is a TypeError, not a batch."""
+    if isinstance(items, (str, ToolSpec)):
+        raise TypeError(
+            f"{method}() takes an iterable of {what}, not a single {type(items).__name__}; wrap it in a list"
+        )
+    try:
+        it = iter(items)
+    except TypeError:
+        raise TypeError(f"{method}() takes an iterable of {what}, got {type(items).__name__}") from None
+    return list(it)
+
+
+def _check_spec(spec: Any, where: str) -> None:
+    if not isinstance(spec, ToolSpec):
+        raise CatalogError(f"{where}: expected a ToolSpec, got {type(spec).__name__}")
+    validate_spec(spec, where)
 
 
 class Catalog:
@@ -65,15 +106,19 @@ class Catalog:
         seen_tools: Iterable[str] = (),
         source: str = "<memory>",
     ) -> None:
+        if not isinstance(source, str):
+            raise TypeError(
+                f"Catalog: 'source' must be a string naming where the catalog came from, got {type(source).__name__}"
+            )
         self._by_id: dict[str, ToolSpec] = {}
         self._edges: list[Edge] = []
         self._seen: set[str] = set()
         self.source = source
-        for i, spec in enumerate(tools):
+        for i, spec in enumerate(_iterable(tools, "tools", "ToolSpec objects")):
             self._add_one(spec, f"{source}: entry {i + 1}")
-        for edge in edges:
+        for edge in _iterable(edges, "edges", "Edge objects"):
             self.add_edge(edge)
-        self.mark_seen(seen_tools)
+        self.mark_seen(_iterable(seen_tools, "seen_tools", "tool keys (strings)"))
 
     # -- collection protocol -------------------------------------------------------------------
     def __len__(self) -> int:
@@ -126,8 +171,16 @@ class Catalog:
 
     # -- seen tools (ToolRerank's adaptive truncation) -------------------------------------------
     def mark_seen(self, tool_keys: Iterable[str]) -> None:
-        """Mark tools as seen in training data (by tool key)."""
-        self._seen.update(tool_keys)
+        """Mark tools as seen in training data (by tool key).
+
+        Raises:
+            TypeError: ``tool_keys`` is a single string or holds a non-string.
+        """
+        keys = list(_iterable(tool_keys, "seen_tools", "tool keys (strings)"))
+        for key in keys:
+            if not isinstance(key, str):
+                raise TypeError(f"Catalog: 'seen_tools' must hold tool keys (strings), got {type(key).__name__}")
+        self._seen.update(keys)
 
     def is_seen(self, spec: ToolSpec | str) -> bool:
         key = spec.tool_key if isinstance(spec, ToolSpec) else self[spec].tool_key
@@ -139,6 +192,19 @@ class Catalog:
 
     # -- dependencies ---------------------------------------------------------------------------
     def add_edge(self, edge: Edge) -> None:
+        """Add a dependency between two APIs of this catalog."""
+        if not isinstance(edge, Edge):
+            raise CatalogError(f"{self.source}: edge must be an Edge, got {type(edge).__name__}")
+        for name in ("source", "target", "type", "origin"):
+            if not isinstance(getattr(edge, name), str):
+                raise CatalogError(
+                    f"{self.source}: edge {name} must be a string, got {type(getattr(edge, name)).__name__}"
+                )
+        w = edge.weight
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
+            raise CatalogError(
+                f"{self.source}: edge {edge.source!r} -> {edge.target!r}: weight must be a finite number"
+            )
         for end in (edge.source, edge.target):
             if end not in self._by_id:
                 raise CatalogError(f"{self.source}: edge {edge.source!r} -> {edge.target!r} names unknown API {end!r}")
@@ -158,11 +224,17 @@ class Catalog:
         self._by_id[spec.id] = spec
 
     def add(self, specs: Iterable[ToolSpec]) -> list[ToolSpec]:
-        """Add new APIs (ids must be new). All are validated before any is added."""
-        specs = list(specs)
+        """Add new APIs (ids must be new). All are validated before any is added.
+
+        Raises:
+            CatalogError: an entry is not a valid :class:`ToolSpec` or its id is already taken (nothing
+                is added then).
+            TypeError: ``specs`` is a single ToolSpec or not an iterable.
+        """
+        specs = _batch(specs, "add", "ToolSpec objects")
         seen: set[str] = set()
         for i, spec in enumerate(specs):
-            validate_spec(spec, f"add(): entry {i + 1}")
+            _check_spec(spec, f"add(): entry {i + 1}")
             if spec.id in self._by_id or spec.id in seen:
                 raise CatalogError(f"add(): entry {i + 1}: duplicate API id {spec.id!r}; use update() to replace")
             seen.add(spec.id)
@@ -171,22 +243,40 @@ class Catalog:
         return specs
 
     def update(self, specs: Iterable[ToolSpec]) -> list[ToolSpec]:
-        """Replace existing APIs (by id), keeping their position."""
-        specs = list(specs)
+        """Replace existing APIs (by id), keeping their position. All are validated before any is replaced.
+
+        Raises:
+            CatalogError: an entry is not a valid :class:`ToolSpec`, its id is unknown, or an id repeats
+                (nothing is replaced then).
+            TypeError: ``specs`` is a single ToolSpec or not an iterable.
+        """
+        specs = _batch(specs, "update", "ToolSpec objects")
+        seen: set[str] = set()
         for i, spec in enumerate(specs):
-            validate_spec(spec, f"update(): entry {i + 1}")
+            _check_spec(spec, f"update(): entry {i + 1}")
             if spec.id not in self._by_id:
                 raise CatalogError(f"update(): entry {i + 1}: unknown API id {spec.id!r}; use add() for new APIs")
+            if spec.id in seen:
+                raise CatalogError(f"update(): entry {i + 1}: API id {spec.id!r} is given twice")
+            seen.add(spec.id)
         for spec in specs:
             self._by_id[spec.id] = spec
         return specs
 
     def remove(self, tool_ids: Iterable[str]) -> list[str]:
-        """Remove APIs by id (and every edge touching them)."""
-        ids = list(tool_ids)
-        missing = [t for t in ids if t not in self._by_id]
+        """Remove APIs by id (and every edge touching them). All ids are checked before any is removed.
+
+        Raises:
+            CatalogError: an id is unknown or given twice (nothing is removed then).
+            TypeError: ``tool_ids`` is a single string or not an iterable.
+        """
+        ids = _batch(tool_ids, "remove", "API ids")
+        missing = [t for t in ids if not isinstance(t, str) or t not in self._by_id]
         if missing:
             raise CatalogError(f"remove(): unknown API id(s) {missing[:5]!r}")
+        if len(set(ids)) != len(ids):
+            twice = sorted({t for t in ids if ids.count(t) > 1})
+            raise CatalogError(f"remove(): API id(s) given twice: {twice[:5]!r}")
         gone = set(ids)
         for t in ids:
             del self._by_id[t]
@@ -194,7 +284,16 @@ class Catalog:
         return ids
 
     def copy(self) -> Catalog:
-        return Catalog(self._by_id.values(), edges=self._edges, seen_tools=self._seen, source=self.source)
+        """An independent copy; changing one never changes the other.
+
+        The specs are frozen and shared, and were validated when added, so copying is a dictionary copy
+        (the engine copies its catalog on every ``add`` / ``update`` / ``remove``).
+        """
+        new = Catalog(source=self.source)
+        new._by_id = dict(self._by_id)
+        new._edges = list(self._edges)
+        new._seen = set(self._seen)
+        return new
 
     def __repr__(self) -> str:
         return f"Catalog({len(self)} APIs, {len(self.tools())} tools, source={self.source!r})"

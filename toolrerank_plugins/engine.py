@@ -5,23 +5,30 @@ How the pieces fit (see ``docs/engine.md``, "Architecture"): :class:`Engine` own
 :class:`~toolrerank_plugins.stages.Stage`; stages see it only through a
 :class:`~toolrerank_plugins.stages.StageContext`; :mod:`~toolrerank_plugins.persistence` reads and writes
 the parts and the engine assembles itself from them (:meth:`Engine.from_parts`).
+
+The three live in one immutable snapshot (:class:`_Snapshot`) that every search reads once; ``add`` /
+``update`` / ``remove`` / ``set_stages`` build the next snapshot aside and swap it in (see ``docs/engine.md``,
+"Thread safety").
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolrerank_plugins import _validate
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.config import EngineConfig, RetrieverName
 from toolrerank_plugins.encoders import Embedder
-from toolrerank_plugins.errors import ConfigError
-from toolrerank_plugins.persistence import read_engine, write_engine
+from toolrerank_plugins.errors import ConfigError, ToolRerankError
+from toolrerank_plugins.persistence import read_engine, version_dir, write_engine
 from toolrerank_plugins.records import ScoredTool, ToolSpec, renumber
 from toolrerank_plugins.render import render_tool
 from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, Hit, get_first_stage_type
@@ -57,13 +64,9 @@ class SearchResult:
 
 
 def _checked_queries(queries: Sequence[str], top_k: int) -> list[str]:
-    if top_k < 1:
-        raise ValueError(f"top_k must be >= 1, got {top_k}")
-    out = list(queries)
-    for q in out:
-        if not isinstance(q, str):
-            raise TypeError(f"queries must be strings, got {type(q).__name__}")
-    return out
+    """``queries`` as checked strings (cut to ``MAX_QUERY_CHARS``); TypeError/ValueError name the argument."""
+    _validate.check_top_k(top_k)
+    return _validate.check_queries(queries)
 
 
 def _finish(res: SearchResult, top_k: int, exclude: frozenset[str]) -> SearchResult:
@@ -89,19 +92,25 @@ def _compose(transforms: list[DocTransform]) -> DocTransform | None:
 
 
 class _EngineContext(StageContext):
-    """The engine as its stages see it (see :class:`~toolrerank_plugins.stages.StageContext`)."""
+    """The engine as its stages see it (see :class:`~toolrerank_plugins.stages.StageContext`).
 
-    def __init__(self, engine: Engine) -> None:
+    Bound to one snapshot's catalog and first stage: a stage running during a search sees the catalog
+    and index that search started with, whatever a concurrent ``add`` / ``update`` / ``remove`` does.
+    """
+
+    def __init__(self, engine: Engine, catalog: Catalog, first_stage: FirstStage) -> None:
         self._engine = engine
+        self._catalog = catalog
+        self._first_stage = first_stage
         self._names: frozenset[str] | None = None
 
     @property
     def catalog(self) -> Catalog:
-        return self._engine.catalog
+        return self._catalog
 
     @property
     def embedder(self) -> Embedder:
-        return self._engine.embedder
+        return self._engine._embedder_for(self._first_stage)
 
     @property
     def depth(self) -> int:
@@ -109,7 +118,7 @@ class _EngineContext(StageContext):
 
     @property
     def has_embeddings(self) -> bool:
-        return self._engine.first_stage.has_embeddings
+        return self._first_stage.has_embeddings
 
     @property
     def encoder_path(self) -> str | None:
@@ -123,23 +132,35 @@ class _EngineContext(StageContext):
         return self._engine.render(spec)
 
     def retrieve(self, queries: Sequence[str], depth: int) -> list[list[ScoredTool]]:
-        return self._engine.retrieve(queries, depth)
+        return self._engine._retrieve(self._catalog, self._first_stage, queries, depth)
 
     def cached_embeddings(self, ids: Sequence[str]) -> np.ndarray | None:
-        return self._engine.first_stage.embeddings_for(ids)
+        return self._first_stage.embeddings_for(ids)
 
     def known_names(self) -> frozenset[str]:
-        if self._names is None:
+        if self._names is None:  # the snapshot never changes, so neither do its names
             names: set[str] = set()
-            for spec in self.catalog:
+            for spec in self._catalog:
                 names.add(spec.name.lower())
                 if spec.tool:
                     names.add(spec.tool.lower())
             self._names = frozenset(names)
         return self._names
 
-    def index_changed(self) -> None:
-        self._names = None
+
+@dataclass(frozen=True, eq=False)
+class _Snapshot:
+    """One index state, never changed once an engine holds it: a search reads it once and uses only it.
+
+    ``stages`` are the stages as they were after ``on_index`` on this catalog and first stage (TGR's
+    graph, ToolRerank's tool index); ``context`` is bound to this catalog and first stage.
+    """
+
+    catalog: Catalog
+    first_stage: FirstStage
+    stages: tuple[Stage, ...]
+    context: _EngineContext
+    transform_installed: bool = False
 
 
 class Engine:
@@ -148,6 +169,18 @@ class Engine:
     Build with :meth:`build`, persist with :meth:`save` / :meth:`load`, update incrementally with
     :meth:`add`, :meth:`update` and :meth:`remove`. An engine is one first stage
     (:attr:`first_stage`, named by ``config.retriever``) plus :attr:`stages`.
+
+    Thread safety: searches (every ``search*`` / ``asearch*`` / ``retrieve`` / ``rerank`` method) and
+    :meth:`save` may run in any number of threads, also while one thread calls :meth:`add`,
+    :meth:`update`, :meth:`remove` or :meth:`set_stages`. The engine holds one immutable snapshot (catalog,
+    first stage, and the stages' index state such as TGR's graph); a search reads it once when it
+    starts and sees the catalog either before or after a concurrent change, never a mix. A change
+    builds the next snapshot aside (copy-on-write: only new or changed texts are encoded) and swaps it
+    in; changes are serialised by a lock, and searches never wait for them. Each change is
+    all-or-nothing: if it raises (a bad spec, an encoder error, a stage's ``on_index``), the engine is
+    exactly as before. So :attr:`catalog`, :attr:`first_stage` and :attr:`stages` are new objects after
+    a change: read them again rather than keeping a reference, and change the engine through its
+    methods, never by changing those objects in place. ``config`` and ``llm`` are read at each use.
 
     Example:
         >>> from toolrerank_plugins.testing import tiny_catalog
@@ -160,17 +193,12 @@ class Engine:
     def __init__(
         self, catalog: Catalog, config: EngineConfig, first_stage: FirstStage, *, embedder: Embedder | None = None
     ) -> None:
-        if len(catalog) == 0:
-            raise ConfigError("cannot build an engine over an empty catalog; load or add at least one API")
-        self.catalog = catalog
         self.config = config
-        self.first_stage = first_stage
         self._embedder = embedder
-        self._stages: list[Stage] = []
-        self._transform_installed = False
         #: An LLM for the LLM stages when none is registered under their ``llm`` name (set by the user).
         self.llm: Any = None
-        self.context: StageContext = _EngineContext(self)
+        self._write_lock = threading.Lock()
+        self._state = _Snapshot(catalog, first_stage, (), _EngineContext(self, catalog, first_stage))
 
     # -- construction ----------------------------------------------------------------------------
     @classmethod
@@ -202,18 +230,41 @@ class Engine:
         embedder: Embedder | None = None,
     ) -> Engine:
         """Assemble an engine from an indexed first stage: build ``config.stages`` (from their saved folders
-        when ``stage_dirs`` is given) and let them see the index."""
+        when ``stage_dirs`` is given) and let them see the index.
+
+        ``first_stage`` is not changed: when a stage installs a document transform (TGR), the engine
+        installs it in a copy, so first stages shared between engines (``first_stage_from_parts``) stay
+        as they are. An empty catalog is allowed here (an engine saved after removing every API loads).
+        """
         self = cls(catalog, config, first_stage, embedder=embedder)
         dirs = list(stage_dirs) if stage_dirs is not None else [None] * len(config.stages)
         if len(dirs) != len(config.stages):
             raise ConfigError(f"{len(dirs)} stage folders for {len(config.stages)} configured stages")
-        self._stages = [build_stage(spec, self.context, d) for spec, d in zip(config.stages, dirs)]
-        self._index_changed()
+        ctx = self._state.context
+        stages = [build_stage(spec, ctx, d) for spec, d in zip(config.stages, dirs)]
+        self._state = self._indexed(self._state, catalog, first_stage, stages, first_stage_is_new=False, ctx=ctx)
         return self
+
+    # -- the snapshot ----------------------------------------------------------------------------
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog of the current snapshot (a new object after each change; do not change it in place)."""
+        return self._state.catalog
+
+    @property
+    def first_stage(self) -> FirstStage:
+        """The first stage of the current snapshot (a new object after each change)."""
+        return self._state.first_stage
+
+    @property
+    def context(self) -> StageContext:
+        """The stage context of the current snapshot (what :attr:`stages` see)."""
+        return self._state.context
 
     @property
     def stages(self) -> list[Stage]:
-        return self._stages
+        """The stages of the current snapshot, in order (a new list; set with :meth:`set_stages`)."""
+        return list(self._state.stages)
 
     @stages.setter
     def stages(self, stages: Iterable[Any]) -> None:
@@ -221,30 +272,75 @@ class Engine:
 
     def set_stages(self, stages: Iterable[Any]) -> None:
         """Replace the stage pipeline with already-built stages (e.g. from a tuning script); each then sees
-        the index (``on_index``). ``config.stages`` is not changed."""
-        self._stages = [as_stage(s) for s in stages]
-        self._index_changed()
+        the index (``on_index``). ``config.stages`` is not changed. All-or-nothing, like :meth:`add`."""
+        new = [as_stage(s) for s in stages]
+        with self._write_lock:
+            state = self._state
+            self._state = self._indexed(state, state.catalog, state.first_stage, new, first_stage_is_new=False)
 
     def render(self, spec: ToolSpec) -> str:
         """The text models see for ``spec`` (see :func:`~toolrerank_plugins.render.render_tool`)."""
         return render_tool(spec, self.config.render)
 
-    def _index_changed(self) -> None:
-        """After the index is built, loaded or changed: stages see it, then document transforms apply."""
-        ctx = self.context
-        if isinstance(ctx, _EngineContext):
-            ctx.index_changed()
-        for stage in self._stages:
+    def _indexed(
+        self,
+        previous: _Snapshot,
+        catalog: Catalog,
+        first_stage: FirstStage,
+        stages: list[Stage],
+        *,
+        first_stage_is_new: bool,
+        ctx: _EngineContext | None = None,
+    ) -> _Snapshot:
+        """The snapshot of ``catalog`` + ``first_stage`` + ``stages``, after each stage saw the index
+        (``on_index``) and the stages' document transforms are installed. Nothing that ``previous`` holds
+        is changed: a first stage that searches may be using (``first_stage_is_new=False``) is copied
+        before a transform is installed."""
+        ctx = ctx or _EngineContext(self, catalog, first_stage)
+        for stage in stages:
             stage.on_index(ctx)
-        transform = _compose([t for s in self._stages if (t := s.document_transform()) is not None])
-        if transform is not None or self._transform_installed:
-            self.first_stage.set_document_transform(transform)
-            self._transform_installed = transform is not None
+        transform = _compose([t for s in stages if (t := s.document_transform()) is not None])
+        if transform is not None or previous.transform_installed:
+            if not first_stage_is_new:
+                first_stage = first_stage.copy()
+                ctx = _EngineContext(self, catalog, first_stage)
+            first_stage.set_document_transform(transform)
+        return _Snapshot(catalog, first_stage, tuple(stages), ctx, transform is not None)
+
+    def _change(self, catalog: Catalog, first_stage: FirstStage) -> None:
+        """Publish the snapshot of a changed ``catalog`` and its (changed copy of the) ``first_stage``.
+
+        Called with the write lock held. The stages are shallow copies that see the new index, so the
+        current snapshot's stages keep their state for the searches still using them."""
+        state = self._state
+        first_stage = self._in_catalog_order(catalog, first_stage)
+        stages = [copy.copy(s) for s in state.stages]
+        self._state = self._indexed(state, catalog, first_stage, stages, first_stage_is_new=True)
+
+    def _in_catalog_order(self, catalog: Catalog, first_stage: FirstStage) -> FirstStage:
+        """Make sure every part of ``first_stage`` lists the catalog's ids in catalog order (what a saved
+        engine is checked against); a backend whose ``update`` does not keep positions is re-indexed."""
+        ids = catalog.ids
+        if all(part.ids == ids for part in first_stage.parts.values()):
+            return first_stage
+        logger.warning(
+            "first stage %r does not list the catalog's ids in catalog order after a change (its update() "
+            "does not keep positions); re-indexing it from its embedding cache",
+            first_stage.name,
+        )
+        first_stage.index(ids, [self.render(catalog[i]) for i in ids], cache=first_stage.embedding_cache())
+        wrong = [name for name, part in first_stage.parts.items() if sorted(part.ids) != sorted(ids)]
+        if wrong:
+            raise ConfigError(f"first stage part(s) {wrong} do not index the catalog's ids after re-indexing")
+        return first_stage
 
     @property
     def embedder(self) -> Embedder:
         """The bi-encoder (for stages that need embeddings: hierarchy similarity, TGR, ...)."""
-        encoder = self.first_stage.encoder
+        return self._embedder_for(self._state.first_stage)
+
+    def _embedder_for(self, first_stage: FirstStage) -> Embedder:
+        encoder = first_stage.encoder
         if encoder is not None:
             return encoder
         if self._embedder is None:
@@ -269,14 +365,20 @@ class Engine:
     # -- first stage -----------------------------------------------------------------------------
     def retrieve(self, queries: Sequence[str], top_k: int) -> list[list[ScoredTool]]:
         """First-stage retrieval only (stages use this to re-retrieve for rewritten queries)."""
-        hits = self.first_stage.search(list(queries), top_k) if queries else []
-        return [self._to_scored(h) for h in hits]
+        state = self._state
+        return self._retrieve(state.catalog, state.first_stage, queries, top_k)
 
-    def _to_scored(self, hits: Sequence[Hit]) -> list[ScoredTool]:
+    def _retrieve(
+        self, catalog: Catalog, first_stage: FirstStage, queries: Sequence[str], top_k: int
+    ) -> list[list[ScoredTool]]:
+        hits = first_stage.search(list(queries), top_k) if queries else []
+        return [self._to_scored(catalog, h) for h in hits]
+
+    def _to_scored(self, catalog: Catalog, hits: Sequence[Hit]) -> list[ScoredTool]:
         stage = self.config.retriever
         out = []
         for rank, hit in enumerate(hits, start=1):
-            spec = self.catalog.get(hit.id)
+            spec = catalog.get(hit.id)
             if spec is None:  # index out of sync with catalog: never return a ghost API
                 logger.warning("index returned unknown id %r; skipped", hit.id)
                 continue
@@ -289,14 +391,26 @@ class Engine:
             raise TypeError("exclude must be an iterable of API ids, not a single string")
         return frozenset(exclude)
 
-    def _depth(self, top_k: int, exclude: frozenset[str]) -> int:
+    def _depth(self, state: _Snapshot, top_k: int, exclude: frozenset[str]) -> int:
         """First-stage depth: ``top_k`` (at least ``config.depth`` with stages), deeper by the excluded ids."""
-        wanted = top_k + sum(1 for t in exclude if t in self.catalog)
-        return max(wanted, self.config.depth) if self._stages else wanted
+        wanted = top_k + sum(1 for t in exclude if t in state.catalog)
+        return max(wanted, self.config.depth) if state.stages else wanted
 
     def search(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = ()) -> list[ScoredTool]:
         """The ``top_k`` best APIs for ``query``, best first; ids in ``exclude`` are never returned (the
-        search goes that much deeper, so ``top_k`` results still come back when the catalog has them)."""
+        search goes that much deeper, so ``top_k`` results still come back when the catalog has them).
+
+        Defined results for odd queries (the same in every search method and async twin): a blank query
+        (empty or whitespace only) ranks nothing and returns ``[]`` without running any stage; a query
+        longer than :data:`~toolrerank_plugins._validate.MAX_QUERY_CHARS` (8,192) characters is cut to
+        that length before any stage sees it (``SearchResult.query`` holds the cut text).
+
+        Raises:
+            TypeError: ``query`` is not a string; ``top_k`` is not an int (``None``, ``"3"``, ``2.5``,
+                NaN and ``True`` included); ``exclude`` is a single string or holds a non-string.
+                ``search_batch`` raises it for a single string: a string is not a batch.
+            ValueError: ``top_k`` < 1; ``query`` holds a lone surrogate character (not valid text).
+        """
         return self.search_detailed(query, top_k, exclude=exclude).results
 
     def search_batch(
@@ -305,24 +419,34 @@ class Engine:
         return [r.results for r in self.search_batch_detailed(queries, top_k, exclude=exclude)]
 
     def search_detailed(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = ()) -> SearchResult:
+        _validate.check_query(query)
         return self.search_batch_detailed([query], top_k, exclude=exclude)[0]
 
     def search_batch_detailed(
         self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = ()
     ) -> list[SearchResult]:
         """Rankings with per-stage traces and timings (first-stage encoding is batched)."""
+        top_k = _validate.check_top_k(top_k)  # a plain int (numpy integers too)
         queries = _checked_queries(queries, top_k)
+        exclude = _validate.check_exclude(exclude)
+        if any(map(_validate.is_blank, queries)):  # blank queries rank nothing (docs/engine.md, "Searching")
+            found = iter(self.search_batch_detailed([q for q in queries if q.strip()], top_k, exclude=exclude))
+            return [next(found) if q.strip() else SearchResult(q, [], timings_ms={"total": 0.0}) for q in queries]
         skip = self._excluded(exclude)
         if not queries:
             return []
-        depth = self._depth(top_k, skip)
+        return self._search(self._state, queries, top_k, skip)
+
+    def _search(self, state: _Snapshot, queries: list[str], top_k: int, skip: frozenset[str]) -> list[SearchResult]:
+        """The sync search over one snapshot (never ``self._state`` again: a change may swap it meanwhile)."""
+        depth = self._depth(state, top_k, skip)
         t0 = time.perf_counter()
-        first = self.first_stage.search(queries, depth)
+        first = state.first_stage.search(queries, depth)
         first_ms = (time.perf_counter() - t0) * 1000 / len(queries)
         results = []
         for q, hits in zip(queries, first):
-            res = SearchResult(q, self._to_scored(hits), timings_ms={"first_stage": first_ms})
-            results.append(_finish(self._run_stages(res), top_k, skip))
+            res = SearchResult(q, self._to_scored(state.catalog, hits), timings_ms={"first_stage": first_ms})
+            results.append(_finish(self._run_stages(state, res), top_k, skip))
         return results
 
     async def asearch(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = ()) -> list[ScoredTool]:
@@ -335,45 +459,52 @@ class Engine:
         return [r.results for r in await self.asearch_batch_detailed(queries, top_k, exclude=exclude)]
 
     async def asearch_detailed(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = ()) -> SearchResult:
+        _validate.check_query(query)
         return (await self.asearch_batch_detailed([query], top_k, exclude=exclude))[0]
 
     async def asearch_batch_detailed(
         self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = ()
     ) -> list[SearchResult]:
         """Async twin: natively async stages (LLM stages) are awaited, CPU work runs in a thread."""
-        if not any(s.native_async for s in self._stages):
-            return await asyncio.to_thread(self.search_batch_detailed, queries, top_k, exclude=exclude)
+        top_k = _validate.check_top_k(top_k)  # a plain int (numpy integers too)
         queries = _checked_queries(queries, top_k)
+        exclude = _validate.check_exclude(exclude)
+        if any(map(_validate.is_blank, queries)):  # blank queries rank nothing, as in the sync twin
+            found = iter(await self.asearch_batch_detailed([q for q in queries if q.strip()], top_k, exclude=exclude))
+            return [next(found) if q.strip() else SearchResult(q, [], timings_ms={"total": 0.0}) for q in queries]
         skip = self._excluded(exclude)
         if not queries:
             return []
-        depth = self._depth(top_k, skip)
+        state = self._state
+        if not any(s.native_async for s in state.stages):
+            return await asyncio.to_thread(self._search, state, queries, top_k, skip)
+        depth = self._depth(state, top_k, skip)
         t0 = time.perf_counter()
-        first = await asyncio.to_thread(self.first_stage.search, queries, depth)
+        first = await asyncio.to_thread(state.first_stage.search, queries, depth)
         first_ms = (time.perf_counter() - t0) * 1000 / len(queries)
 
         async def one(q: str, hits: list[Hit]) -> SearchResult:
-            res = SearchResult(q, self._to_scored(hits), timings_ms={"first_stage": first_ms})
-            return _finish(await self._arun_stages(res), top_k, skip)
+            res = SearchResult(q, self._to_scored(state.catalog, hits), timings_ms={"first_stage": first_ms})
+            return _finish(await self._arun_stages(state, res), top_k, skip)
 
         return list(await asyncio.gather(*(one(q, h) for q, h in zip(queries, first))))
 
-    def _run_stages(self, res: SearchResult) -> SearchResult:
+    def _run_stages(self, state: _Snapshot, res: SearchResult) -> SearchResult:
         """Each stage in turn over ``res.results``, recording its trace and time in ``res``."""
-        for stage in self._stages:
+        for stage in state.stages:
             t = time.perf_counter()
             trace: dict[str, Any] = {}
-            res.results = renumber(stage.run(res.query, res.results, self.context, trace))
+            res.results = renumber(stage.run(res.query, res.results, state.context, trace))
             res.trace[stage.name] = trace
             res.timings_ms[stage.name] = (time.perf_counter() - t) * 1000
         return res
 
-    async def _arun_stages(self, res: SearchResult) -> SearchResult:
+    async def _arun_stages(self, state: _Snapshot, res: SearchResult) -> SearchResult:
         """Async twin of :meth:`_run_stages` (:meth:`Stage.arun` runs sync stages in a thread)."""
-        for stage in self._stages:
+        for stage in state.stages:
             t = time.perf_counter()
             trace: dict[str, Any] = {}
-            res.results = renumber(await stage.arun(res.query, res.results, self.context, trace))
+            res.results = renumber(await stage.arun(res.query, res.results, state.context, trace))
             res.trace[stage.name] = trace
             res.timings_ms[stage.name] = (time.perf_counter() - t) * 1000
         return res
@@ -396,16 +527,30 @@ class Engine:
             >>> [(r.tool.name, r.rank) for r in engine.rerank("send mail", specs, top_k=1)]
             [('send_email', 1)]
         """
-        res = self._run_stages(SearchResult(query, self._rerank_inputs(query, candidates, top_k)))
+        query = _validate.check_query(query)
+        top_k = _validate.check_top_k(top_k, optional=True)
+        candidates = _validate.check_candidates(candidates)
+        if _validate.is_blank(query):  # a blank query ranks nothing: the candidates keep their given order
+            return self._rerank_inputs(query, candidates, top_k)[:top_k]
+        res = self._run_stages(self._state, SearchResult(query, self._rerank_inputs(query, candidates, top_k)))
         return res.results if top_k is None else res.results[:top_k]
 
     async def arerank(
         self, query: str, candidates: Sequence[ToolSpec | ScoredTool], top_k: int | None = None
     ) -> list[ScoredTool]:
         """Async twin of :meth:`rerank` (same results): ``arun`` stages run natively, others in a thread."""
-        if not any(s.native_async for s in self._stages):
-            return await asyncio.to_thread(self.rerank, query, candidates, top_k)
-        res = await self._arun_stages(SearchResult(query, self._rerank_inputs(query, candidates, top_k)))
+        query = _validate.check_query(query)
+        top_k = _validate.check_top_k(top_k, optional=True)
+        candidates = _validate.check_candidates(candidates)
+        if _validate.is_blank(query):  # as in rerank: the candidates keep their given order
+            return self._rerank_inputs(query, candidates, top_k)[:top_k]
+        state = self._state
+        if not any(s.native_async for s in state.stages):
+            res = await asyncio.to_thread(
+                self._run_stages, state, SearchResult(query, self._rerank_inputs(query, candidates, top_k))
+            )
+        else:
+            res = await self._arun_stages(state, SearchResult(query, self._rerank_inputs(query, candidates, top_k)))
         return res.results if top_k is None else res.results[:top_k]
 
     @staticmethod
@@ -430,38 +575,78 @@ class Engine:
         return out
 
     # -- incremental updates ---------------------------------------------------------------------
+    # Each change copies the catalog and first stage (cheap: they share their arrays and specs), changes
+    # the copies, lets copies of the stages see them and swaps the result in. Until the swap nothing the
+    # engine holds has changed, so a change that raises leaves the engine exactly as it was.
     def add(self, specs: Iterable[ToolSpec]) -> None:
-        """Add new APIs; only their texts are encoded."""
-        added = self.catalog.add(specs)
-        self.first_stage.add([s.id for s in added], [self.render(s) for s in added])
-        self._index_changed()
+        """Add new APIs at the end of the catalog; only their texts are encoded.
+
+        All-or-nothing: on any error (a duplicate or invalid spec: :class:`~toolrerank_plugins.errors.CatalogError`;
+        an encoder or stage error) the engine is unchanged. Safe while other threads search.
+
+        Example:
+            >>> from toolrerank_plugins.testing import tiny_catalog
+            >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+            >>> engine.add([ToolSpec(id="Food/Pizza/order", name="order_pizza", description="Order a pizza")])
+            >>> engine.search("order a pizza", top_k=1)[0].id
+            'Food/Pizza/order'
+        """
+        with self._write_lock:
+            state = self._state
+            catalog = state.catalog.copy()
+            added = catalog.add(specs)
+            if not added:
+                return
+            first_stage = state.first_stage.copy()
+            first_stage.add([s.id for s in added], [self.render(s) for s in added])
+            self._change(catalog, first_stage)
 
     def update(self, specs: Iterable[ToolSpec]) -> None:
-        """Replace APIs by id; only the changed texts are re-encoded."""
-        updated = self.catalog.update(specs)
-        ids = [s.id for s in updated]
-        for part in self.first_stage.parts.values():
-            part.remove(ids)
-            part.add(ids, [self.render(s) for s in updated])
-        self._index_changed()
+        """Replace APIs by id, keeping their positions; only the changed texts are re-encoded.
+
+        All-or-nothing, like :meth:`add` (an unknown id is a :class:`~toolrerank_plugins.errors.CatalogError`).
+        """
+        with self._write_lock:
+            state = self._state
+            catalog = state.catalog.copy()
+            updated = catalog.update(specs)
+            if not updated:
+                return
+            first_stage = state.first_stage.copy()
+            first_stage.update([s.id for s in updated], [self.render(s) for s in updated])
+            self._change(catalog, first_stage)
 
     def remove(self, tool_ids: Iterable[str]) -> None:
-        """Remove APIs by id (nothing is re-encoded)."""
-        ids = self.catalog.remove(tool_ids)
-        if len(self.catalog) == 0:
-            logger.warning("engine catalog is now empty; searches return no results")
-        self.first_stage.remove(ids)
-        self._index_changed()
+        """Remove APIs by id (nothing is re-encoded).
+
+        All-or-nothing, like :meth:`add` (an unknown or repeated id is a
+        :class:`~toolrerank_plugins.errors.CatalogError`). Removing every API is allowed: searches then
+        return no results, the empty engine saves and loads, and :meth:`add` fills it again.
+        """
+        with self._write_lock:
+            state = self._state
+            catalog = state.catalog.copy()
+            ids = catalog.remove(tool_ids)
+            if not ids:
+                return
+            first_stage = state.first_stage.copy()
+            first_stage.remove(ids)
+            self._change(catalog, first_stage)
+            if len(catalog) == 0:
+                logger.warning("engine catalog is now empty; searches return no results")
 
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
-        """Write the engine to a directory of non-pickle files, atomically (see :mod:`.persistence`)."""
+        """Write the engine to a directory of non-pickle files, atomically (see :mod:`.persistence`).
+
+        Saves one snapshot: a change made by another thread meanwhile is either wholly in it or not."""
+        state = self._state
         return write_engine(
             Path(path),
-            catalog=self.catalog,
+            catalog=state.catalog,
             config=self.config,
-            first_stage=self.first_stage,
-            stages=self._stages,
+            first_stage=state.first_stage,
+            stages=list(state.stages),
             overwrite=overwrite,
         )
 
@@ -470,11 +655,21 @@ class Engine:
         """Load a saved engine; a corrupt, foreign or newer-format directory raises PersistenceError.
 
         ``verify=False`` skips the manifest's checksums (faster on large engines you trust)."""
-        parts = read_engine(Path(path), embedder=embedder, verify=verify)
-        return cls.from_parts(
-            parts.catalog, parts.config, parts.first_stage, stage_dirs=parts.stage_dirs, embedder=embedder
-        )
+        path = Path(path)
+        for attempt in range(3):
+            parts = read_engine(path, embedder=embedder, verify=verify)
+            try:
+                return cls.from_parts(
+                    parts.catalog, parts.config, parts.first_stage, stage_dirs=parts.stage_dirs, embedder=embedder
+                )
+            except (ToolRerankError, OSError):
+                # a save that committed meanwhile may have removed the version whose stage folders were read
+                if attempt < 2 and parts.stage_dirs and version_dir(path) != parts.root:
+                    continue
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def __repr__(self) -> str:
-        stages = ", ".join(s.name for s in self._stages) or "none"
-        return f"Engine({len(self.catalog)} APIs, retriever={self.config.retriever}, stages=[{stages}])"
+        state = self._state
+        stages = ", ".join(s.name for s in state.stages) or "none"
+        return f"Engine({len(state.catalog)} APIs, retriever={self.config.retriever}, stages=[{stages}])"

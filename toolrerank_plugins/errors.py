@@ -24,3 +24,11 @@ class PersistenceError(ToolRerankError):
 
 class MissingExtraError(ToolRerankError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
+
+
+class SaveError(PersistenceError, OSError):
+    """Saving an engine failed in the operating system (disk full, read-only folder, a parent that is a file).
+
+    A :class:`PersistenceError` that is also an :class:`OSError` (``errno`` is the original one), so code that
+    caught ``OSError`` from ``save`` keeps working. The previous save at the path is left as it was.
+    """

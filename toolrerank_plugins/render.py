@@ -41,7 +41,9 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _params_text(params: Mapping[str, Any], cfg: RenderConfig) -> str:
-    props = params.get("properties") or {}
+    props = params.get("properties") if isinstance(params, Mapping) else None
+    if not isinstance(props, Mapping):  # a spec outside a catalog is not schema-checked: render what is sound
+        return ""
     parts = []
     for i, (name, prop) in enumerate(props.items()):
         if i >= cfg.max_parameters:
@@ -77,8 +79,9 @@ def render_tool(spec: ToolSpec, config: RenderConfig | None = None) -> str:
         elif f == "category" and spec.category:
             texts[f] = f"category: {spec.category}"
         elif f == "returns" and spec.returns:
-            props = spec.returns.get("properties") or {}
-            texts[f] = ("returns: " + ", ".join(list(props)[: cfg.max_parameters])) if props else ""
+            props = spec.returns.get("properties") if isinstance(spec.returns, Mapping) else None
+            names = list(props)[: cfg.max_parameters] if isinstance(props, Mapping) else []
+            texts[f] = ("returns: " + ", ".join(names)) if names else ""
     parts: list[str] = []
     fields = [f for f in cfg.fields if texts.get(f)]
     i = 0

@@ -144,7 +144,11 @@ class Stage(ABC):
     (and LLM usage counters). The engine calls the other methods at these moments:
 
     - :meth:`arun`: the async twin of :meth:`run` (default: :meth:`run` in a worker thread);
-    - :meth:`on_index`: after the index is built, loaded or changed (add/update/remove);
+    - :meth:`on_index`: after the index is built, loaded or changed (add/update/remove). For a change,
+      the engine calls it on a shallow copy (:func:`copy.copy`) of the stage while searches keep using
+      the stage as it was (copy-on-write): assign new objects to attributes rather than changing
+      shared ones in place (TGR copies its graph before updating it). If it raises, the change is
+      undone;
     - :meth:`document_transform`: after every :meth:`on_index`; a stage that changes document vectors
       (TGR's graph convolution) returns ``f(ids, embeddings) -> embeddings`` and the engine installs it
       in the first stage (which re-indexes from its cached raw vectors);

@@ -20,6 +20,7 @@ from toolrerank_plugins.graph.expansion import ExpansionConfig
 from toolrerank_plugins.llm.feedback import FeedbackConfig
 from toolrerank_plugins.llm.qta import QTAConfig
 from toolrerank_plugins.llm.query_generation import QueryGenerationConfig
+from toolrerank_plugins.persistence import version_dir
 from toolrerank_plugins.records import ScoredTool
 from toolrerank_plugins.rerank.stage import ToolRerankConfig
 from toolrerank_plugins.retrieval.base import FirstStage, FirstStageType, Hit, register_first_stage
@@ -227,12 +228,12 @@ def test_deprecated_count_names_still_work(model: type[BaseModel], old: str, new
 def test_an_engine_saved_in_format_1_with_the_old_names_loads(tmp_path: Path) -> None:
     engine = Engine.build(tiny_catalog(), EngineConfig(retriever="hybrid", depth=9), embedder=FakeEmbedder())
     path = engine.save(tmp_path / "eng")
-    meta = json.loads((path / "config.json").read_text())
+    meta = json.loads((version_dir(path) / "config.json").read_text())
     meta["format_version"] = 1
     cfg = meta["engine"]
     cfg["candidate_k"] = cfg.pop("depth")
     cfg["hybrid"]["candidates"] = cfg["hybrid"].pop("depth")
-    (path / "config.json").write_text(json.dumps(meta))
+    (version_dir(path) / "config.json").write_text(json.dumps(meta))
     with pytest.raises(PersistenceError, match="config.json: truncated or changed"):  # the manifest guards edits
         Engine.load(path, embedder=FakeEmbedder())
     with pytest.warns(DeprecationWarning):

@@ -7,6 +7,7 @@ import pytest
 
 from toolrerank_plugins import ConfigError, Engine, EngineConfig, PersistenceError, ToolSpec
 from toolrerank_plugins._version import FORMAT_VERSION
+from toolrerank_plugins.persistence import version_dir
 from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
 
 Q = ["weather forecast", "send email to bob", "change my email address"]
@@ -31,7 +32,7 @@ def test_roundtrip_same_results_catalog_edges_seen(saved: tuple[Engine, Path]) -
     assert _ids(loaded) == _ids(engine)
     assert [s.to_dict() for s in loaded.catalog] == [s.to_dict() for s in engine.catalog]
     assert len(loaded.catalog.edges) == 2 and loaded.catalog.seen_tools == {"Auth/Keyring"}
-    cfg = json.loads((path / "config.json").read_text())
+    cfg = json.loads((version_dir(path) / "config.json").read_text())
     assert cfg["format_version"] == FORMAT_VERSION and cfg["library"] == "toolrerank-plugins"
     assert not any(p.suffix in {".pkl", ".pickle"} for p in path.rglob("*"))
 
@@ -55,7 +56,7 @@ def test_save_refuses_to_clobber_without_overwrite(saved: tuple[Engine, Path]) -
 
 def test_corrupt_file_is_detected(saved: tuple[Engine, Path]) -> None:
     _, path = saved
-    f = path / "dense" / "faiss.index"
+    f = version_dir(path) / "dense" / "faiss.index"
     data = bytearray(f.read_bytes())
     data[100] ^= 0xFF
     f.write_bytes(bytes(data))
@@ -65,7 +66,7 @@ def test_corrupt_file_is_detected(saved: tuple[Engine, Path]) -> None:
 
 def test_truncated_file_is_detected(saved: tuple[Engine, Path]) -> None:
     _, path = saved
-    f = path / "tools.jsonl"
+    f = version_dir(path) / "tools.jsonl"
     f.write_bytes(f.read_bytes()[:50])
     with pytest.raises(PersistenceError, match="truncated"):
         Engine.load(path, embedder=FakeEmbedder())
@@ -73,16 +74,16 @@ def test_truncated_file_is_detected(saved: tuple[Engine, Path]) -> None:
 
 def test_missing_file_is_detected(saved: tuple[Engine, Path]) -> None:
     _, path = saved
-    (path / "dense" / "embeddings.npy").unlink()
+    (version_dir(path) / "dense" / "embeddings.npy").unlink()
     with pytest.raises(PersistenceError, match="embeddings.npy listed in the manifest is missing"):
         Engine.load(path, embedder=FakeEmbedder())
 
 
 def test_newer_format_and_foreign_dirs(saved: tuple[Engine, Path], tmp_path: Path) -> None:
     _, path = saved
-    cfg = json.loads((path / "config.json").read_text())
+    cfg = json.loads((version_dir(path) / "config.json").read_text())
     cfg["format_version"] = FORMAT_VERSION + 1
-    (path / "config.json").write_text(json.dumps(cfg))
+    (version_dir(path) / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(PersistenceError, match=f"format version {FORMAT_VERSION + 1} .* Upgrade"):
         Engine.load(path, embedder=FakeEmbedder())
     foreign = tmp_path / "foreign"

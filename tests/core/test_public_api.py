@@ -23,6 +23,7 @@ EXPECTED: dict[str, str] = {
     "LabelledQuery": "toolrerank_plugins.records",
     "MissingExtraError": "toolrerank_plugins.errors",
     "PersistenceError": "toolrerank_plugins.errors",
+    "SaveError": "toolrerank_plugins.errors",
     "RenderConfig": "toolrerank_plugins.render",
     "ScoredTool": "toolrerank_plugins.records",
     "SearchResult": "toolrerank_plugins.engine",

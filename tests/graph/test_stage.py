@@ -10,6 +10,7 @@ from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.errors import ConfigError
 from toolrerank_plugins.graph.builder import build_graph
 from toolrerank_plugins.graph.tool_graph import GraphError
+from toolrerank_plugins.persistence import version_dir
 from toolrerank_plugins.records import ToolSpec
 from toolrerank_plugins.stages import StageSpec
 from toolrerank_plugins.testing import FakeEmbedder
@@ -48,7 +49,7 @@ def test_save_load_round_trip(bank: Catalog, tmp_path: Path) -> None:
     engine = _engine(bank, expansion={"enabled": True})
     before = [r.id for r in engine.search("open a bank account", top_k=4)]
     engine.save(tmp_path / "eng")
-    assert (tmp_path / "eng" / "stages" / "00-tgr" / "graph.json").exists()
+    assert (version_dir(tmp_path / "eng") / "stages" / "00-tgr" / "graph.json").exists()
     back = Engine.load(tmp_path / "eng", embedder=FakeEmbedder(64))
     assert [r.id for r in back.search("open a bank account", top_k=4)] == before
     assert back.stages[0].graph.n_edges == engine.stages[0].graph.n_edges  # type: ignore[attr-defined]
@@ -68,9 +69,12 @@ def test_incremental_add_and_remove(bank: Catalog) -> None:
             )
         ]
     )
+    assert ("GetUserToken", "Transfer") not in {(e.source, e.target) for e in stage.graph.edges()}  # type: ignore[attr-defined]
+    stage = engine.stages[0]  # copy-on-write: a change gives the engine new stage objects
     assert ("GetUserToken", "Transfer") in {(e.source, e.target) for e in stage.graph.edges()}  # type: ignore[attr-defined]
     assert "Transfer" in [r.id for r in engine.search("transfer money", top_k=2)]
     engine.remove(["GetUserToken"])
+    stage = engine.stages[0]
     assert "GetUserToken" not in stage.graph  # type: ignore[attr-defined]
     assert stage.graph.n_edges == 1  # type: ignore[attr-defined]  # OpenAccount -> QueryBalance remains
     stage.graph.check_catalog(engine.catalog)  # type: ignore[attr-defined]
@@ -91,7 +95,7 @@ def test_saved_graph_swapped_for_another_catalog_is_rejected(bank: Catalog, tmp_
     engine.save(tmp_path / "eng")
     other = bank.copy()
     other.remove(["Weather"])
-    build_graph(other).save(tmp_path / "eng" / "stages" / "00-tgr" / "graph.json")
+    build_graph(other).save(version_dir(tmp_path / "eng") / "stages" / "00-tgr" / "graph.json")
     with pytest.raises(GraphError, match="different catalog version"):
         Engine.load(tmp_path / "eng", embedder=FakeEmbedder(64), verify=False)
 
@@ -140,6 +144,8 @@ def test_incremental_update_of_an_edited_api(bank: Catalog) -> None:
             )
         ]
     )
+    assert ("GetUserToken", "DeleteAccount") in {(e.source, e.target) for e in graph.edges()}  # copy-on-write
+    graph = engine.stages[0].graph  # type: ignore[attr-defined]
     assert ("GetUserToken", "DeleteAccount") not in {(e.source, e.target) for e in graph.edges()}
     assert "DeleteAccount" in graph
     graph.check_catalog(engine.catalog)

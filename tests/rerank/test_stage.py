@@ -7,6 +7,7 @@ import pytest
 
 from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.errors import ConfigError, PersistenceError
+from toolrerank_plugins.persistence import version_dir
 from toolrerank_plugins.records import LabelledQuery, ScoredTool, ToolSpec
 from toolrerank_plugins.rerank.classifier import QueryTypeClassifier
 from toolrerank_plugins.rerank.stage import ToolRerankConfig, ToolRerankStage
@@ -207,7 +208,7 @@ def test_engine_save_load_round_trip_with_classifier(tmp_path, caplog):
     (clf_dir / "classifier.json").unlink()  # the saved engine must not depend on the original folder
     loaded = Engine.load(tmp_path / "eng", embedder=emb)
     assert [c.id for c in loaded.search("weather forecast and send an email", 5)] == before
-    assert (tmp_path / "eng" / "stages" / "00-toolrerank" / "classifier" / "classifier.json").is_file()
+    assert (version_dir(tmp_path / "eng") / "stages" / "00-toolrerank" / "classifier" / "classifier.json").is_file()
 
 
 def test_saved_stage_without_stage_json_is_a_clear_error(tmp_path):

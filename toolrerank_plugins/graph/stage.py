@@ -166,9 +166,14 @@ class TGRStage(Stage):
             self.graph.check_catalog(ctx.catalog, where="saved tgr stage")
             self._from_disk = False
         else:
+            # Update a copy: the engine calls on_index on a copy of this stage while searches may still
+            # use the current graph (copy-on-write, see Stage.on_index).
+            graph = ToolGraph(self.graph.graph.copy(), self.graph.fingerprint)
+            graph.dropped = self.graph.dropped.copy()
             changes = update_graph(
-                self.graph, ctx.catalog, self.config.build_config(), embeddings=emb, ids=ids, judges=self._judges()
+                graph, ctx.catalog, self.config.build_config(), embeddings=emb, ids=ids, judges=self._judges()
             )
+            self.graph = graph
             logger.info("tgr graph updated: %s", changes)
         self._propagates = ctx.has_embeddings and self.config.propagate and self.config.alpha > 0
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -47,7 +48,10 @@ def api_hash(spec: ToolSpec) -> str:
 
 def catalog_fingerprint(catalog: Catalog, hashes: dict[str, str] | None = None) -> str:
     """Order-independent sha256 over every API's content hash: any added, removed or edited API changes it."""
-    hashes = hashes if hashes is not None else {s.id: api_hash(s) for s in catalog}
+    return _fingerprint(hashes if hashes is not None else {s.id: api_hash(s) for s in catalog})
+
+
+def _fingerprint(hashes: dict[str, str]) -> str:
     h = hashlib.sha256()
     for tid in sorted(hashes):
         h.update(tid.encode("utf-8"))
@@ -55,6 +59,31 @@ def catalog_fingerprint(catalog: Catalog, hashes: dict[str, str] | None = None) 
         h.update(hashes[tid].encode("ascii"))
         h.update(b"\n")
     return "sha256:" + h.hexdigest()[:32]
+
+
+def _graph_from_node_link(data: Any, nx: Any, path: Path) -> Any:
+    """A DiGraph from saved node-link data, checked field by field (GraphError names the first problem)."""
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not isinstance(data.get("links"), list):
+        raise GraphError(f"{path}: corrupt dependency graph ('graph' needs 'nodes' and 'links' lists)")
+    g = nx.DiGraph()
+    if isinstance(data.get("graph"), dict):
+        g.graph.update(data["graph"])
+    for i, node in enumerate(data["nodes"]):
+        if not isinstance(node, dict) or not isinstance(node.get("id"), str) or not isinstance(node.get("h"), str):
+            raise GraphError(f"{path}: corrupt dependency graph (node {i} needs a string 'id' and 'h')")
+        g.add_node(node["id"], **{k: v for k, v in node.items() if k != "id"})
+    for i, link in enumerate(data["links"]):
+        ok = isinstance(link, dict) and all(isinstance(link.get(k), str) for k in ("source", "target", "origin"))
+        weight = link.get("weight") if ok else None
+        if not ok or isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise GraphError(
+                f"{path}: corrupt dependency graph (edge {i} needs string 'source', 'target', 'origin' and a "
+                "finite 'weight')"
+            )
+        if link["source"] not in g or link["target"] not in g or not isinstance(link.get("type", ""), str):
+            raise GraphError(f"{path}: corrupt dependency graph (edge {i} names an unknown node or a bad 'type')")
+        g.add_edge(link["source"], link["target"], **{k: v for k, v in link.items() if k not in ("source", "target")})
+    return g
 
 
 class ToolGraph:
@@ -194,19 +223,32 @@ class ToolGraph:
 
     @classmethod
     def load(cls, path: str | Path, *, catalog: Catalog | None = None) -> ToolGraph:
-        """Read a graph written by :meth:`save`; with ``catalog``, check it was built for that catalog."""
+        """Read a graph written by :meth:`save`; with ``catalog``, check it was built for that catalog.
+
+        Raises:
+            GraphError: the file is missing, not UTF-8 JSON, not a dependency graph, newer than this version,
+                malformed (nodes, edges or their attributes), or inconsistent with its own fingerprint.
+        """
         nx = require("networkx")
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+            data = json.loads(path.read_bytes().decode("utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError: ValueErrors
             raise GraphError(f"{path}: cannot read dependency graph ({exc})") from exc
         if not isinstance(data, dict) or data.get("kind") != "toolrerank-dependency-graph":
             raise GraphError(f"{path}: not a dependency graph written by toolrerank (missing 'kind')")
-        if data.get("format", 0) > GRAPH_FORMAT:
-            raise GraphError(f"{path}: graph format {data.get('format')} is newer than {GRAPH_FORMAT}; upgrade")
-        g = nx.node_link_graph(data["graph"], directed=True, multigraph=False, edges="links")
-        self = cls(g, str(data.get("catalog_fingerprint")))
+        fmt = data.get("format", 0)
+        if type(fmt) is not int:
+            raise GraphError(f"{path}: corrupt dependency graph ('format' is {fmt!r:.40}, expected an integer)")
+        if fmt > GRAPH_FORMAT:
+            raise GraphError(f"{path}: graph format {fmt} is newer than {GRAPH_FORMAT}; upgrade")
+        fingerprint = data.get("catalog_fingerprint")
+        g = _graph_from_node_link(data.get("graph"), nx, path)
+        self = cls(g, str(fingerprint))
+        if not isinstance(fingerprint, str) or _fingerprint(self.node_hashes()) != fingerprint:
+            raise GraphError(
+                f"{path}: corrupt dependency graph (its nodes do not match its catalog fingerprint {fingerprint!r:.60})"
+            )
         if catalog is not None:
             self.check_catalog(catalog, where=str(path))
         return self

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.catalog import Catalog, build_spec
 from toolrerank_plugins.errors import CatalogError
 from toolrerank_plugins.records import ToolSpec
 
@@ -61,15 +61,22 @@ def spec_from_callable(
     """
     from pydantic import ConfigDict, Field, create_model
 
+    if not callable(fn):
+        raise CatalogError(f"expected a callable, got {type(fn).__name__}")
     fname = name or getattr(fn, "__name__", None)
     if not fname:
-        raise CatalogError(f"callable {fn!r} has no __name__; pass name=")
+        raise CatalogError(f"callable {fn!r:.60} has no __name__; pass name=")
+    if not isinstance(fname, str):
+        raise CatalogError(f"callable {fn!r:.60}: its name must be a string, got {type(fname).__name__}")
+    for label, value in (("tool", tool), ("category", category)):
+        if value is not None and not isinstance(value, str):
+            raise CatalogError(f"callable {fname!r}: {label!r} must be a string or None, got {type(value).__name__}")
     summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
     try:
         sig = inspect.signature(fn)
         hints = inspect.get_annotations(fn, eval_str=True) if inspect.isfunction(fn) else {}
-    except (TypeError, ValueError, NameError) as exc:
-        raise CatalogError(f"callable {fname!r}: cannot read its signature ({exc})") from exc
+    except Exception as exc:  # eval_str evaluates string annotations: any expression, any error
+        raise CatalogError(f"callable {fname!r}: cannot read its signature or annotations ({exc!r:.200})") from exc
     fields: dict[str, Any] = {}
     for pname, param in sig.parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or pname in ("self", "cls"):
@@ -87,7 +94,8 @@ def spec_from_callable(
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
     schema.setdefault("required", [])
-    return ToolSpec(
+    return build_spec(
+        f"callable {fname!r}",
         id=fname if tool is None else f"{tool}/{fname}",
         name=fname,
         description=summary,
@@ -101,5 +109,11 @@ def spec_from_callable(
 def from_callables(
     fns: Iterable[Callable[..., Any]], *, tool: str | None = None, category: str | None = None
 ) -> Catalog:
-    """Catalog of Python callables (see :func:`spec_from_callable`)."""
+    """Catalog of Python callables (see :func:`spec_from_callable`).
+
+    Raises:
+        CatalogError: ``fns`` is not a list of callables, or one cannot be described (the message names it).
+    """
+    if callable(fns) or isinstance(fns, (str, bytes)) or not isinstance(fns, Iterable):
+        raise CatalogError(f"<callables>: fns must be a list of callables, got {type(fns).__name__}")
     return Catalog([spec_from_callable(f, tool=tool, category=category) for f in fns], source="<callables>")

@@ -3,28 +3,32 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from toolrerank_plugins.catalog import Catalog, validate_spec
+from toolrerank_plugins.catalog import Catalog, build_spec, validate_spec
 from toolrerank_plugins.errors import CatalogError
-from toolrerank_plugins.records import Edge, LabelledQuery, ToolSpec
+from toolrerank_plugins.loaders._read import parse_json, undecodable
+from toolrerank_plugins.records import Edge, LabelledQuery, ToolSpec, check_text
 
 
 def _iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
-        fh = path.open("r", encoding="utf-8")
+        # surrogateescape: a byte that is not UTF-8 is reported with its line (see undecodable) instead of
+        # a UnicodeDecodeError from somewhere in the file.
+        fh = path.open("r", encoding="utf-8", errors="surrogateescape")
     except OSError as exc:
         raise CatalogError(f"{path}: cannot open ({exc})") from exc
     with fh:
         for lineno, line in enumerate(fh, start=1):
+            problem = undecodable(line)
+            if problem is not None:
+                raise CatalogError(f"{path}:{lineno}: {problem}")
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CatalogError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+            obj = parse_json(line, f"{path}:{lineno}")
             if not isinstance(obj, dict):
                 raise CatalogError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             yield lineno, obj
@@ -40,7 +44,8 @@ def spec_from_dict(obj: dict[str, Any], where: str) -> ToolSpec:
     if params is None:
         params = {"type": "object", "properties": {}, "required": []}
     desc = obj.get("description")
-    return ToolSpec(
+    return build_spec(
+        where,
         id=obj["id"],
         name=obj["name"],
         description="" if desc is None else desc,
@@ -49,7 +54,7 @@ def spec_from_dict(obj: dict[str, Any], where: str) -> ToolSpec:
         category=obj.get("category"),
         parameters=params,
         returns=obj.get("returns"),
-        metadata=obj.get("extra") or obj.get("metadata") or {},
+        metadata=obj.get("extra") or obj.get("metadata") or None,
     )
 
 
@@ -79,18 +84,20 @@ def load_edges(path: str | Path) -> list[Edge]:
     path = Path(path)
     out = []
     for lineno, obj in _iter_json_lines(path):
-        try:
-            out.append(
-                Edge(
-                    source=str(obj["source"]),
-                    target=str(obj["target"]),
-                    type=str(obj.get("type", "data_flow")),
-                    origin=str(obj.get("origin", "labelled")),
-                    weight=float(obj.get("weight", 1.0)),
-                )
-            )
-        except KeyError as exc:
-            raise CatalogError(f"{path}:{lineno}: edge is missing {exc.args[0]!r}") from exc
+        where = f"{path}:{lineno}"
+        fields: dict[str, Any] = {"source": obj.get("source"), "target": obj.get("target")}
+        fields["type"] = obj.get("type", "data_flow")
+        fields["origin"] = obj.get("origin", "labelled")
+        for key, value in fields.items():
+            if key in ("source", "target") and key not in obj:
+                raise CatalogError(f"{where}: edge is missing {key!r}")
+            if not isinstance(value, str):
+                raise CatalogError(f"{where}: edge {key!r} must be a string, got {type(value).__name__}")
+            check_text(value, f"{where}: edge {key!r}")
+        weight = obj.get("weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+            raise CatalogError(f"{where}: edge 'weight' must be a number, got {weight!r:.40}")
+        out.append(Edge(**fields, weight=float(weight)))
     return out
 
 
@@ -140,15 +147,24 @@ def load_queries(path: str | Path, *, split: str | Iterable[str] | None = None) 
         where = f"{path}:{lineno}"
         if not isinstance(obj.get("query"), str):
             raise CatalogError(f"{where}: query record has no 'query' string")
+        check_text(obj["query"], f"{where}: 'query'")
         rel = obj.get("relevant")
         if not isinstance(rel, list) or not all(isinstance(r, str) for r in rel):
             raise CatalogError(f"{where}: 'relevant' must be a list of API ids")
+        calls = obj.get("calls")
+        if calls is not None and (not isinstance(calls, list) or not all(isinstance(c, str) for c in calls)):
+            raise CatalogError(f"{where}: 'calls' must be a list of API ids or null")
+        for key in ("split", "group"):
+            if obj.get(key) is not None and not isinstance(obj[key], str):
+                raise CatalogError(f"{where}: {key!r} must be a string or null, got {type(obj[key]).__name__}")
+        qid = obj.get("id", lineno)
+        if isinstance(qid, bool) or not isinstance(qid, (str, int)) or (isinstance(qid, int) and qid.bit_length() > 64):
+            raise CatalogError(f"{where}: 'id' must be a string or an integer, got {type(qid).__name__}")
         if splits is not None and obj.get("split") not in splits:
             continue
-        calls = obj.get("calls")
         out.append(
             LabelledQuery(
-                id=str(obj.get("id", lineno)),
+                id=str(qid),
                 query=obj["query"],
                 relevant=tuple(rel),
                 split=obj.get("split"),

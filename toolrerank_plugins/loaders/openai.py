@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.catalog import Catalog, build_spec
 from toolrerank_plugins.errors import CatalogError
-from toolrerank_plugins.records import ToolSpec
 
 
 def from_openai_tools(
@@ -27,21 +26,31 @@ def from_openai_tools(
         ...     "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
         >>> cat["get_weather"].parameters["required"]
         ('city',)
+
+    Raises:
+        CatalogError: ``tools`` is not a list, or an entry is invalid (the message names its position).
     """
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
+        raise CatalogError(
+            f"{source}: tools must be a list of OpenAI tool entries or function schemas, got {type(tools).__name__}"
+        )
     specs = []
     for i, entry in enumerate(tools):
         where = f"{source}: entry {i + 1}"
         if not isinstance(entry, Mapping):
             raise CatalogError(f"{where}: expected a mapping, got {type(entry).__name__}")
-        fn = entry.get("function", entry) if entry.get("type", "function") == "function" else None
+        kind = entry.get("type", "function")
+        fn = entry.get("function", entry) if isinstance(kind, str) and kind == "function" else None
         if not isinstance(fn, Mapping):
-            raise CatalogError(f"{where}: not a function tool (type={entry.get('type')!r})")
+            shown = repr(kind)[:40] if isinstance(kind, str) else type(kind).__name__
+            raise CatalogError(f"{where}: not a function tool (type={shown})")
         name = fn.get("name")
         if not isinstance(name, str) or not name:
             raise CatalogError(f"{where}: function has no 'name'")
         params = fn.get("parameters") or {"type": "object", "properties": {}}
         specs.append(
-            ToolSpec(
+            build_spec(
+                where,
                 id=name,
                 name=name,
                 description=fn.get("description") or "",

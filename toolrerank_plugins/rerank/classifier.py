@@ -150,8 +150,15 @@ class QueryTypeClassifier:
             version = int(data["format_version"])
             weights = np.asarray(data["weights"], dtype=np.float32)
             bias = float(data["bias"])
-        except (OSError, KeyError, TypeError, ValueError) as exc:
+            threshold = float(data.get("threshold", 0.5))
+            info = dict(data.get("info") or {})
+        except (OSError, KeyError, TypeError, ValueError, RecursionError) as exc:
             raise PersistenceError(f"{file}: corrupt classifier file ({exc}); retrain it") from exc
+        if weights.ndim != 1 or not np.isfinite(weights).all() or not np.isfinite([bias, threshold]).all():
+            raise PersistenceError(
+                f"{file}: corrupt classifier file (weights must be a list of finite numbers, bias and threshold "
+                "finite); retrain it"
+            )
         if version > CLASSIFIER_FORMAT_VERSION:
             raise PersistenceError(
                 f"{file}: format {version} is newer than this version's {CLASSIFIER_FORMAT_VERSION}; "
@@ -165,8 +172,8 @@ class QueryTypeClassifier:
                 embedder.model_id,
             )
         clf = cls(embedder, weights=weights, bias=bias)
-        clf.threshold = float(data.get("threshold", 0.5))
-        clf.info = dict(data.get("info") or {})
+        clf.threshold = threshold
+        clf.info = info
         if weights.shape[0] != embedder.dimension:
             raise PersistenceError(
                 f"{file}: trained on {weights.shape[0]}-d embeddings but the embedder gives {embedder.dimension}-d; "

@@ -156,7 +156,7 @@ class ToolRerankStage(Stage):
     def on_index(self, ctx: StageContext) -> None:
         """Rebuild the tool -> APIs index (extended list); forget embeddings encoded for uncached APIs."""
         self._tool_index = {key: [s.id for s in specs] for key, specs in ctx.catalog.tools().items()}
-        self._emb_memo.clear()
+        self._emb_memo = {}  # a new dict: a copy of this stage may share the old one (see Stage.on_index)
 
     def set_oracle(self, queries: Iterable[LabelledQuery], ctx: StageContext) -> None:
         """Gold query types (by query text) for ``classification="oracle"``."""
@@ -205,11 +205,14 @@ class ToolRerankStage(Stage):
         if self.classifier is None:  # auto without a classifier
             return None
         key = (id(self.classifier), query)  # a swapped classifier never reuses old answers
-        if key not in self._type_memo:  # tuning grids classify the same queries hundreds of times
+        found = self._type_memo.get(key)  # tuning grids classify the same queries hundreds of times
+        if found is None:
+            # concurrent searches may clear the memo at any time: keep the answer in a local, never re-read it
+            found = self.classifier.predict([query])[0]
             if len(self._type_memo) >= _TYPE_MEMO_SIZE:
                 self._type_memo.clear()
-            self._type_memo[key] = self.classifier.predict([query])[0]
-        return self._type_memo[key]
+            self._type_memo[key] = found
+        return found
 
     def _embeddings(self, items: list[ScoredTool], ctx: StageContext) -> np.ndarray:
         cached = ctx.cached_embeddings([c.id for c in items])
@@ -327,6 +330,28 @@ class ToolRerankStage(Stage):
         (path / "stage.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
 
 
+def _read_stage_meta(meta_file: Path) -> dict[str, Any]:
+    """``stage.json`` of a saved toolrerank stage, checked; PersistenceError names the file and the problem."""
+    try:
+        meta = json.loads(meta_file.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError: ValueErrors
+        raise PersistenceError(f"{meta_file}: corrupt stage file ({exc}); re-save the engine") from exc
+    if not isinstance(meta, dict):
+        raise PersistenceError(f"{meta_file}: corrupt stage file (expected an object); re-save the engine")
+    version = meta.get("format_version")
+    if type(version) is not int or version < 1:
+        raise PersistenceError(f"{meta_file}: corrupt stage file (format_version {version!r:.40}); re-save the engine")
+    if version > STAGE_FORMAT_VERSION:
+        raise PersistenceError(f"{meta_file.parent}: toolrerank stage format is newer than this version; upgrade")
+    for key in ("has_reranker", "has_classifier"):
+        if not isinstance(meta.get(key), bool):
+            raise PersistenceError(f"{meta_file}: corrupt stage file ({key!r} must be true or false)")
+    seen = meta.get("seen_tools_from_model", [])
+    if not isinstance(seen, list) or not all(isinstance(t, str) for t in seen):
+        raise PersistenceError(f"{meta_file}: corrupt stage file ('seen_tools_from_model' must list tool names)")
+    return meta
+
+
 def _factory(cfg: ToolRerankConfig, ctx: StageContext, path: Path | None) -> ToolRerankStage:
     from toolrerank_plugins.rerank.cross_encoder import load_reranker
 
@@ -336,12 +361,10 @@ def _factory(cfg: ToolRerankConfig, ctx: StageContext, path: Path | None) -> Too
         meta_file = Path(path) / "stage.json"
         if not meta_file.is_file():
             raise PersistenceError(f"{path}: saved toolrerank stage has no stage.json; re-save the engine")
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-        if int(meta.get("format_version", 0)) > STAGE_FORMAT_VERSION:
-            raise PersistenceError(f"{path}: toolrerank stage format is newer than this version; upgrade")
-        if meta.get("has_reranker"):
+        meta = _read_stage_meta(meta_file)
+        if meta["has_reranker"]:
             model_dir = str(Path(path) / "reranker")
-        if meta.get("has_classifier"):
+        if meta["has_classifier"]:
             clf_dir = str(Path(path) / "classifier")
     reranker = (
         load_reranker(model_dir, device=cfg.device, batch_size=cfg.batch_size, max_length=cfg.max_length)

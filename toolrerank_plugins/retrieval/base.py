@@ -11,6 +11,7 @@ stage's :meth:`FirstStage.save` and :meth:`FirstStage.load` receive that directo
 
 from __future__ import annotations
 
+import copy as _copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -46,9 +47,14 @@ class Hit(NamedTuple):
 class FirstStage(ABC):
     """Indexes API texts by id and answers queries with the best ids.
 
-    ``add`` / ``remove`` must not re-encode what is already indexed. Optional capabilities have defaults:
-    a first stage without document vectors returns None from :meth:`embeddings_for` and ignores
-    :meth:`set_document_transform`.
+    ``add`` / ``update`` / ``remove`` must not re-encode what is already indexed, and :attr:`ids` stays in
+    the order the ids were indexed and added (``update`` keeps each id's position): the engine keeps it
+    equal to its catalog's order. Optional capabilities have defaults: a first stage without document
+    vectors returns None from :meth:`embeddings_for` and ignores :meth:`set_document_transform`.
+
+    Copy-on-write: the engine never changes a first stage that searches may be using. It changes a
+    :meth:`copy` and swaps the copy in, so ``copy`` must return an object whose changes leave the
+    original as it was (see ``docs/engine.md``, "Thread safety").
     """
 
     name: str = "first_stage"
@@ -62,6 +68,25 @@ class FirstStage(ABC):
 
     @abstractmethod
     def remove(self, ids: Sequence[str]) -> None: ...
+
+    def update(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        """Replace the texts of already indexed ``ids``; each id keeps its position in :attr:`ids`.
+
+        The default removes and re-adds them, which moves them to the end of :attr:`ids`; the engine
+        notices and re-indexes the whole copy (:meth:`index` with :meth:`embedding_cache`). Backends
+        override it to re-encode only ``texts`` in place, as the built-in ones do.
+        """
+        self.remove(ids)
+        self.add(ids, texts)
+
+    def copy(self) -> FirstStage:
+        """An independent copy: :meth:`index`, :meth:`add`, :meth:`update`, :meth:`remove` and
+        :meth:`set_document_transform` on it leave ``self`` unchanged (searches on ``self`` keep running).
+
+        The default is :func:`copy.deepcopy`; the built-in first stages return a shallow copy because
+        their updates replace arrays, lists and indexes instead of changing them in place.
+        """
+        return _copy.deepcopy(self)
 
     @abstractmethod
     def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
@@ -113,10 +138,13 @@ class FirstStage(ABC):
 
 @dataclass(frozen=True)
 class FirstStageType:
-    """How to make a first stage: ``build(config, embedder)`` for a new index, and its class for loading."""
+    """How to make a first stage: ``build(config, embedder)`` for a new index, ``load(root, config, embedder)``
+    for a saved one, and the files (relative to the engine directory) a saved one cannot do without: a
+    saved engine's manifest must list them, so a manifest that lost them is refused."""
 
     build: Callable[[Any, Embedder | None], FirstStage]
     load: Callable[[Path, Any, Embedder | None], FirstStage]
+    required_files: tuple[str, ...] = ()
 
 
 _FIRST_STAGES: Registry[FirstStageType] = Registry(

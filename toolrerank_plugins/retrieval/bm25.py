@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy as _copy
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,9 +27,13 @@ class BM25Config(BaseModel):
 class BM25Retriever(FirstStage):
     """Lexical retrieval with bm25s.
 
-    BM25's IDF depends on the whole corpus, so ``add``/``remove`` rebuild the index from the stored token
-    lists; only new texts are tokenised. Hits with score 0 (no shared term) are dropped. Saved in the
-    ``bm25/`` folder of an engine directory.
+    BM25's IDF depends on the whole corpus, so ``add``/``update``/``remove`` rebuild the index from the
+    stored token lists; only new or changed texts are tokenised, and ``update`` keeps each id's position.
+    Hits with score 0 (no shared term) are dropped. Saved in the ``bm25/`` folder of an engine directory.
+
+    Every change builds the new lists and bm25s model first and then assigns them (a tokeniser error
+    leaves the retriever as it was), and nothing is changed in place, so :meth:`copy` is a cheap shallow
+    copy that searches can keep using while the copy changes.
     """
 
     name = "bm25"
@@ -53,52 +58,74 @@ class BM25Retriever(FirstStage):
             list(texts), stopwords=self.config.stopwords, return_ids=False, show_progress=False
         )
 
-    def index(self, ids: Sequence[str], texts: Sequence[str], *, cache: dict[str, Any] | None = None) -> None:
-        if len(ids) != len(texts):
-            raise ValueError("ids and texts must have the same length")
-        self._ids, self._texts = list(ids), list(texts)
-        self._tokens = self._tokenize(texts) if texts else []
-        self._rebuild()
+    def copy(self) -> BM25Retriever:
+        # Shallow: the lists and the bm25s model are shared, and every change below replaces them.
+        return _copy.copy(self)
 
-    def _rebuild(self) -> None:
+    def index(self, ids: Sequence[str], texts: Sequence[str], *, cache: dict[str, Any] | None = None) -> None:
+        _check_batch(ids, texts)
+        tokens = self._tokenize(texts) if texts else []
+        self._set(list(ids), list(texts), tokens)
+
+    def _set(self, ids: list[str], texts: list[str], tokens: list[list[str]]) -> None:
+        """Build the model for ``tokens``, then make this the retriever's state (one step for readers)."""
+        model = self._build_model(tokens)
+        self._ids, self._texts, self._tokens, self._model = ids, texts, tokens, model
+
+    def _build_model(self, tokens: list[list[str]]) -> Any:
         bm25s = require("bm25s")
-        model = bm25s.BM25(k1=self.config.k1, b=self.config.b, method=self.config.method)
         # bm25s cannot index a corpus without a single term (e.g. only stopwords): no lexical hits then.
-        if any(self._tokens):
-            model.index(self._tokens, show_progress=False)
-            self._model = model
-        else:
-            self._model = None
+        if not any(tokens):
+            return None
+        model = bm25s.BM25(k1=self.config.k1, b=self.config.b, method=self.config.method)
+        model.index(tokens, show_progress=False)
+        return model
 
     def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
-        self._ids += list(ids)
-        self._texts += list(texts)
-        self._tokens += self._tokenize(texts) if texts else []
-        self._rebuild()
+        _check_batch(ids, texts)
+        if not ids:
+            return
+        tokens = self._tokenize(texts)
+        self._set([*self._ids, *ids], [*self._texts, *texts], [*self._tokens, *tokens])
+
+    def update(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        """Re-tokenise the texts of indexed ``ids``; their positions in :attr:`ids` do not move."""
+        _check_batch(ids, texts)
+        if not ids:
+            return
+        pos = {t: i for i, t in enumerate(self._ids)}
+        missing = [t for t in ids if t not in pos]
+        if missing:
+            raise ValueError(f"update(): ids not in the BM25 index: {missing[:5]!r}")
+        if len(set(ids)) != len(ids):
+            raise ValueError("update(): ids repeat")
+        new_tokens = self._tokenize(texts)
+        all_texts, all_tokens = list(self._texts), list(self._tokens)
+        for t, text, toks in zip(ids, texts, new_tokens):
+            all_texts[pos[t]], all_tokens[pos[t]] = text, toks
+        self._set(self._ids, all_texts, all_tokens)
 
     def remove(self, ids: Sequence[str]) -> None:
         gone = set(ids)
         keep = [i for i, t in enumerate(self._ids) if t not in gone]
-        self._ids = [self._ids[i] for i in keep]
-        self._texts = [self._texts[i] for i in keep]
-        self._tokens = [self._tokens[i] for i in keep]
-        self._rebuild()
+        self._set([self._ids[i] for i in keep], [self._texts[i] for i in keep], [self._tokens[i] for i in keep])
 
     def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
         if not queries:
             return []
-        if not self._ids or self._model is None:
+        ids, model = self._ids, self._model
+        if not ids or model is None:
             return [[] for _ in queries]
-        k = min(depth, len(self._ids))
+        k = min(depth, len(ids))
         toks = self._tokenize(queries)
         out: list[list[Hit]] = []
         # bm25s cannot score an empty query; such queries simply have no lexical hits.
         nonempty = [i for i, t in enumerate(toks) if t]
         res: dict[int, list[Hit]] = {i: [] for i in range(len(queries))}
         if nonempty:
-            docs, scores = self._model.retrieve([toks[i] for i in nonempty], k=k, show_progress=False)
+            docs, scores = model.retrieve([toks[i] for i in nonempty], k=k, show_progress=False)
             for qi, drow, srow in zip(nonempty, docs, scores):
-                res[qi] = [Hit(self._ids[int(d)], float(s)) for d, s in zip(drow, srow) if s > 0]
+                res[qi] = [Hit(ids[int(d)], float(s)) for d, s in zip(drow, srow) if s > 0]
         out = [res[i] for i in range(len(queries))]
         return out
 
@@ -114,11 +141,17 @@ class BM25Retriever(FirstStage):
     @classmethod
     def load(cls, root: Path, config: BM25Config, *, embedder: Any = None) -> BM25Retriever:
         path = root / cls.name
+        file = path / "bm25.json"
         try:
-            data = json.loads((path / "bm25.json").read_text(encoding="utf-8"))
-            ids, texts = data["ids"], data["texts"]
-        except (OSError, KeyError, TypeError, json.JSONDecodeError) as exc:
+            data = json.loads(file.read_bytes().decode("utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             raise PersistenceError(f"{path}: BM25 index file is missing or corrupt ({exc})") from exc
+        ids = data.get("ids") if isinstance(data, dict) else None
+        texts = data.get("texts") if isinstance(data, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(t, str) for t in ids) or len(set(ids)) != len(ids):
+            raise PersistenceError(f"{file}: corrupt BM25 index ('ids' must be a list of distinct API ids)")
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise PersistenceError(f"{file}: corrupt BM25 index ('texts' must be a list of strings)")
         if len(ids) != len(texts):
             raise PersistenceError(f"{path}: BM25 index has {len(ids)} ids for {len(texts)} texts")
         self = cls(config)
@@ -126,7 +159,15 @@ class BM25Retriever(FirstStage):
         return self
 
 
+def _check_batch(ids: Sequence[str], texts: Sequence[str]) -> None:
+    if len(ids) != len(texts):
+        raise ValueError(f"ids and texts must have the same length ({len(ids)} ids, {len(texts)} texts)")
+
+
+BM25_FILES = ("bm25/bm25.json",)
+
 FIRST_STAGE_TYPE = FirstStageType(
     build=lambda config, embedder: BM25Retriever(config.bm25),
     load=lambda root, config, embedder: BM25Retriever.load(root, config.bm25),
+    required_files=BM25_FILES,
 )

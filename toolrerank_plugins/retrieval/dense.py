@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy as _copy
 import hashlib
 import json
 import logging
+import tokenize
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -51,8 +53,13 @@ def text_key(text: str) -> str:
 class DenseRetriever(FirstStage):
     """Encodes API texts once, keeps the raw embeddings (the cache) and a faiss index over them.
 
-    ``add`` encodes only the new texts; ``remove`` rebuilds the faiss index from cached embeddings
-    without re-encoding anything. Saved in the ``dense/`` folder of an engine directory.
+    ``add`` encodes only the new texts; ``update`` re-encodes only the changed texts and keeps their rows;
+    ``remove`` rebuilds the faiss index from cached embeddings without re-encoding anything. Saved in the
+    ``dense/`` folder of an engine directory.
+
+    Every change computes the new arrays, id lists and faiss index first and then assigns them: an
+    encoder error leaves the retriever as it was, and no array, list or index is ever changed in place,
+    so :meth:`copy` is a cheap shallow copy that searches can keep using while the copy changes.
     """
 
     name = "dense"
@@ -111,10 +118,13 @@ class DenseRetriever(FirstStage):
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         return self.embedder.encode(list(texts), batch_size=self.config.batch_size)
 
+    def copy(self) -> DenseRetriever:
+        # Shallow: the arrays, lists and faiss index are shared, and every change below replaces them.
+        return _copy.copy(self)
+
     def index(self, ids: Sequence[str], texts: Sequence[str], *, cache: dict[str, np.ndarray] | None = None) -> None:
         """(Re)build from scratch. ``cache`` maps :func:`text_key` -> embedding; hits are not re-encoded."""
-        if len(ids) != len(texts):
-            raise ValueError("ids and texts must have the same length")
+        _check_batch(ids, texts)
         keys = [text_key(t) for t in texts]
         cache = cache or {}
         todo = [i for i, k in enumerate(keys) if k not in cache]
@@ -129,53 +139,89 @@ class DenseRetriever(FirstStage):
                 emb[i] = cache[k]
         if new is not None:
             emb[todo] = new
-        self._ids, self._keys, self._emb = list(ids), keys, emb
-        self._rebuild_index()
+        ids = list(ids)
+        index = self._make_index(ids, emb, self.doc_transform)
+        self._ids, self._keys, self._emb, self._index = ids, keys, emb, index
 
     def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        _check_batch(ids, texts)
         if not ids:
             return
-        new = self._encode(texts)
-        if self._emb.size == 0:
-            self._emb = new
-        else:
-            self._emb = np.vstack([self._emb, new])
-        self._ids = [*self._ids, *ids]  # a new list: row lookups keyed on the old one are rebuilt
-        self._keys += [text_key(t) for t in texts]
-        if self.doc_transform is None and self.config.index == "flat" and self._index is not None:
-            self._index.add(new)  # append-only: no rebuild
-        else:
-            self._rebuild_index()
+        new = np.asarray(self._encode(texts), dtype=np.float32)
+        emb = new if self._emb.size == 0 else np.vstack([self._emb, new])
+        all_ids = [*self._ids, *ids]  # a new list: row lookups keyed on the old one are rebuilt
+        keys = [*self._aligned_keys(), *(text_key(t) for t in texts)]
+        index = self._make_index(all_ids, emb, self.doc_transform)
+        self._ids, self._keys, self._emb, self._index = all_ids, keys, emb, index
+
+    def update(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        """Re-encode the texts of indexed ``ids``; their rows (positions in :attr:`ids`) do not move."""
+        _check_batch(ids, texts)
+        if not ids:
+            return
+        rows = self._rows_of(ids)
+        new = np.asarray(self._encode(texts), dtype=np.float32)
+        emb = self._emb.copy()
+        emb[rows] = new
+        keys = self._aligned_keys()
+        for r, t in zip(rows, texts):
+            keys[r] = text_key(t)
+        index = self._make_index(self._ids, emb, self.doc_transform)
+        self._keys, self._emb, self._index = keys, emb, index  # ids and their rows are unchanged
 
     def remove(self, ids: Sequence[str]) -> None:
         gone = set(ids)
         keep = [i for i, t in enumerate(self._ids) if t not in gone]
-        self._ids = [self._ids[i] for i in keep]
-        self._keys = [self._keys[i] for i in keep]
-        self._emb = self._emb[keep]
-        self._rebuild_index()
+        kept_ids = [self._ids[i] for i in keep]
+        old_keys = self._aligned_keys()
+        keys = [old_keys[i] for i in keep]
+        emb = self._emb[keep]
+        index = self._make_index(kept_ids, emb, self.doc_transform)
+        self._ids, self._keys, self._emb, self._index = kept_ids, keys, emb, index
 
     def refresh(self) -> None:
         """Rebuild the faiss index from cached embeddings (e.g. after changing :attr:`doc_transform`)."""
         self._rebuild_index()
 
     def set_document_transform(self, transform: DocTransform | None) -> None:
-        self.doc_transform = transform
-        self._rebuild_index()
+        index = self._make_index(self._ids, self._emb, transform)
+        self.doc_transform, self._index = transform, index
 
     def indexed_embeddings(self) -> np.ndarray:
-        if self.doc_transform is None or len(self._ids) == 0:
-            return self._emb
-        out = np.ascontiguousarray(self.doc_transform(list(self._ids), self._emb), dtype=np.float32)
-        if out.shape != self._emb.shape:
-            raise ValueError(f"doc_transform changed the embedding shape {self._emb.shape} -> {out.shape}")
+        return self._transformed(self._ids, self._emb, self.doc_transform)
+
+    @staticmethod
+    def _transformed(ids: list[str], emb: np.ndarray, transform: DocTransform | None) -> np.ndarray:
+        if transform is None or len(ids) == 0:
+            return emb
+        out = np.ascontiguousarray(transform(list(ids), emb), dtype=np.float32)
+        if out.shape != emb.shape:
+            raise ValueError(f"doc_transform changed the embedding shape {emb.shape} -> {out.shape}")
         return out
 
+    def _aligned_keys(self) -> list[str]:
+        """A new list of text keys, one per row ("" where unknown, e.g. an index saved without keys)."""
+        n = len(self._ids)
+        return [*self._keys[:n], *([""] * (n - len(self._keys)))]
+
+    def _rows_of(self, ids: Sequence[str]) -> list[int]:
+        pos = {t: i for i, t in enumerate(self._ids)}
+        missing = [t for t in ids if t not in pos]
+        if missing:
+            raise ValueError(f"update(): ids not in the dense index: {missing[:5]!r}")
+        if len(set(ids)) != len(ids):
+            raise ValueError("update(): ids repeat")
+        return [pos[t] for t in ids]
+
     def _rebuild_index(self) -> None:
+        self._index = self._make_index(self._ids, self._emb, self.doc_transform)
+
+    def _make_index(self, ids: list[str], raw: np.ndarray, transform: DocTransform | None) -> Any:
+        """A new faiss index over ``raw`` (after ``transform``); nothing on ``self`` changes."""
         faiss = require("faiss")
         if self.config.faiss_threads:
             faiss.omp_set_num_threads(self.config.faiss_threads)
-        emb = self.indexed_embeddings()
+        emb = self._transformed(ids, raw, transform)
         dim = emb.shape[1] if emb.size else self.embedder.dimension
         if self.config.index == "hnsw":
             index = faiss.IndexHNSWFlat(dim, self.config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
@@ -185,7 +231,7 @@ class DenseRetriever(FirstStage):
             index = faiss.IndexFlatIP(dim)
         if len(emb):
             index.add(emb)
-        self._index = index
+        return index
 
     # -- search ----------------------------------------------------------------------------------
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
@@ -198,11 +244,11 @@ class DenseRetriever(FirstStage):
         return self.search_vectors(self.encode_queries(queries), depth)
 
     def search_vectors(self, vectors: np.ndarray, depth: int) -> list[list[Hit]]:
-        if self._index is None or not self._ids:
+        index, ids = self._index, self._ids
+        if index is None or not ids:
             return [[] for _ in range(len(vectors))]
-        k = min(depth, len(self._ids))
-        scores, rows = self._index.search(np.ascontiguousarray(vectors, dtype=np.float32), k)
-        ids = self._ids
+        k = min(depth, len(ids))
+        scores, rows = index.search(np.ascontiguousarray(vectors, dtype=np.float32), k)
         return [[Hit(ids[r], float(s)) for r, s in zip(row_r, row_s) if r >= 0] for row_r, row_s in zip(rows, scores)]
 
     # -- persistence -----------------------------------------------------------------------------
@@ -221,45 +267,86 @@ class DenseRetriever(FirstStage):
 
     @classmethod
     def load(cls, root: Path, config: DenseConfig, *, embedder: Embedder | None = None) -> DenseRetriever:
+        """Read what :meth:`save` wrote; every file is checked (types, sizes, shapes), so a corrupt or
+        inconsistent folder raises :class:`PersistenceError` naming the file, never a numpy or faiss error."""
         faiss = require("faiss")
         path = root / cls.name
         self = cls(config, embedder=embedder)
+        meta = _read_json(path / "dense.json")
+        idmeta = _read_json(path / "ids.json")
+        emb_file = path / "embeddings.npy"
         try:
-            meta = json.loads((path / "dense.json").read_text(encoding="utf-8"))
-            idmeta = json.loads((path / "ids.json").read_text(encoding="utf-8"))
-            emb = np.load(path / "embeddings.npy", allow_pickle=False)
-        except (OSError, ValueError, json.JSONDecodeError) as exc:
-            raise PersistenceError(f"{path}: dense index files are missing or corrupt ({exc})") from exc
-        ids = idmeta.get("ids")
-        if not isinstance(ids, list) or len(ids) != meta.get("count") or emb.shape[0] != len(ids):
+            emb = np.load(emb_file, allow_pickle=False)
+        # numpy parses the header with tokenize/ast (TokenError, SyntaxError); a corrupt shape can ask for
+        # any amount of memory
+        except (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError, MemoryError) as exc:
+            raise PersistenceError(f"{emb_file}: missing or corrupt embeddings ({type(exc).__name__}: {exc})") from exc
+        if not isinstance(emb, np.ndarray) or emb.ndim != 2 or emb.dtype.kind != "f":
+            what = f"{emb.dtype} array of shape {emb.shape}" if isinstance(emb, np.ndarray) else type(emb).__name__
+            raise PersistenceError(f"{emb_file}: corrupt embeddings (expected a 2-d float array, got {what})")
+        if not np.isfinite(emb).all():
+            raise PersistenceError(f"{emb_file}: corrupt embeddings (NaN or infinite values)")
+        ids = idmeta.get("ids") if isinstance(idmeta, dict) else None
+        keys = idmeta.get("text_keys") if isinstance(idmeta, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(t, str) for t in ids) or len(set(ids)) != len(ids):
+            raise PersistenceError(f"{path / 'ids.json'}: corrupt ids (expected a list of distinct API ids)")
+        if keys is not None and (
+            not isinstance(keys, list) or len(keys) != len(ids) or not all(isinstance(k, str) for k in keys)
+        ):
+            raise PersistenceError(f"{path / 'ids.json'}: corrupt text_keys (expected one string per id)")
+        count = meta.get("count") if isinstance(meta, dict) else None
+        model_id = meta.get("model_id") if isinstance(meta, dict) else None
+        if type(count) is not int or not isinstance(model_id, str):
+            raise PersistenceError(f"{path / 'dense.json'}: corrupt metadata (expected a model_id and a count)")
+        if count != len(ids) or emb.shape[0] != len(ids):
             raise PersistenceError(
-                f"{path}: dense index is inconsistent ({len(ids or [])} ids, {emb.shape[0]} embeddings, "
-                f"count {meta.get('count')})"
+                f"{path}: dense index is inconsistent ({len(ids)} ids, {emb.shape[0]} embeddings, count {count})"
             )
-        if meta.get("model_id") != self.embedder.model_id:
+        if model_id != self.embedder.model_id:
             raise ConfigError(
-                f"{path}: index was built with encoder {meta.get('model_id')!r} but the config loads "
+                f"{path}: index was built with encoder {model_id!r} but the config loads "
                 f"{self.embedder.model_id!r}; rebuild the index or use the same model"
             )
-        self._ids, self._keys, self._emb = ids, list(idmeta.get("text_keys") or []), emb.astype(np.float32)
+        self._ids, self._keys, self._emb = ids, list(keys or []), emb.astype(np.float32)
         index_file = path / "faiss.index"
         if index_file.exists():
             try:
                 self._index = faiss.read_index(str(index_file))
-            except RuntimeError as exc:
-                raise PersistenceError(f"{index_file}: corrupt faiss index ({exc})") from exc
+            except (RuntimeError, MemoryError) as exc:  # a corrupt size field can ask for any amount of memory
+                raise PersistenceError(f"{index_file}: corrupt faiss index ({type(exc).__name__}: {exc})") from exc
             if self._index.ntotal != len(ids):
                 raise PersistenceError(f"{index_file}: holds {self._index.ntotal} vectors for {len(ids)} ids")
+            if len(ids) and self._index.d != emb.shape[1]:
+                raise PersistenceError(
+                    f"{index_file}: {self._index.d}-d vectors but embeddings.npy holds {emb.shape[1]}-d ones"
+                )
         else:
             self._rebuild_index()
         return self
 
     def embedding_cache(self) -> dict[str, np.ndarray]:
         """text key -> raw embedding (reused when re-indexing unchanged texts)."""
-        return {k: self._emb[i] for i, k in enumerate(self._keys)}
+        return {k: self._emb[i] for i, k in enumerate(self._aligned_keys()) if k}
 
+
+def _read_json(file: Path) -> Any:
+    """A saved JSON file, or PersistenceError naming it (missing, not UTF-8, not JSON)."""
+    try:
+        return json.loads(file.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise PersistenceError(f"{file}: missing or corrupt dense index file ({exc})") from exc
+
+
+def _check_batch(ids: Sequence[str], texts: Sequence[str]) -> None:
+    if len(ids) != len(texts):
+        raise ValueError(f"ids and texts must have the same length ({len(ids)} ids, {len(texts)} texts)")
+
+
+#: What a saved dense index cannot do without (``faiss.index`` is rebuilt from the embeddings if absent).
+DENSE_FILES = ("dense/embeddings.npy", "dense/ids.json", "dense/dense.json")
 
 FIRST_STAGE_TYPE = FirstStageType(
     build=lambda config, embedder: DenseRetriever(config.dense, embedder=embedder),
     load=lambda root, config, embedder: DenseRetriever.load(root, config.dense, embedder=embedder),
+    required_files=DENSE_FILES,
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolrerank_plugins._compat import rename_fields, warn_renamed
 from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit
-from toolrerank_plugins.retrieval.bm25 import BM25Retriever
-from toolrerank_plugins.retrieval.dense import DenseRetriever
+from toolrerank_plugins.retrieval.bm25 import BM25_FILES, BM25Retriever
+from toolrerank_plugins.retrieval.dense import DENSE_FILES, DenseRetriever
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,6 +58,10 @@ class HybridRetriever(FirstStage):
 
     Each hit carries both retrievers' scores (``hit.scores``: ``dense`` and/or ``bm25``). Saved as the
     ``dense/`` and ``bm25/`` folders of an engine directory.
+
+    A change applies to copies of both retrievers and then replaces them together, so a failure in
+    either (an encoder or tokeniser error) leaves both as they were, and the two always hold the same ids
+    in the same order.
     """
 
     name = "hybrid"
@@ -83,23 +87,33 @@ class HybridRetriever(FirstStage):
     def has_embeddings(self) -> bool:
         return True
 
+    def copy(self) -> HybridRetriever:
+        return HybridRetriever(self.config, self.dense.copy(), self.bm25.copy())
+
+    def _change(self, op: Callable[[FirstStage], None]) -> None:
+        dense, bm25 = self.dense.copy(), self.bm25.copy()
+        op(dense)
+        op(bm25)
+        self.dense, self.bm25 = dense, bm25
+
     def index(self, ids: Sequence[str], texts: Sequence[str], *, cache: dict[str, Any] | None = None) -> None:
-        self.dense.index(ids, texts, cache=cache)
-        self.bm25.index(ids, texts)
+        self._change(lambda part: part.index(ids, texts, cache=cache))  # BM25 ignores the cache
 
     def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
-        self.dense.add(ids, texts)
-        self.bm25.add(ids, texts)
+        self._change(lambda part: part.add(ids, texts))
+
+    def update(self, ids: Sequence[str], texts: Sequence[str]) -> None:
+        self._change(lambda part: part.update(ids, texts))
 
     def remove(self, ids: Sequence[str]) -> None:
-        self.dense.remove(ids)
-        self.bm25.remove(ids)
+        self._change(lambda part: part.remove(ids))
 
     def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
         c = self.config
         deep = max(depth, c.depth)
+        dense, bm25 = self.dense, self.bm25
         out: list[list[Hit]] = []
-        for dh, bh in zip(self.dense.search(queries, deep), self.bm25.search(queries, deep)):
+        for dh, bh in zip(dense.search(queries, deep), bm25.search(queries, deep)):
             fused = rrf_fuse([(dh, c.dense_weight), (bh, c.bm25_weight)], rrf_k=c.rrf_k, top_k=depth)
             dmap, bmap = {h.id: h.score for h in dh}, {h.id: h.score for h in bh}
             out.append(
@@ -124,7 +138,9 @@ class HybridRetriever(FirstStage):
         return self.dense.embedding_cache()
 
     def set_document_transform(self, transform: DocTransform | None) -> None:
-        self.dense.set_document_transform(transform)
+        dense = self.dense.copy()  # a dense retriever shared with another first stage keeps its vectors
+        dense.set_document_transform(transform)
+        self.dense = dense
 
     def save(self, root: Path) -> None:
         self.dense.save(root)
@@ -145,6 +161,7 @@ FIRST_STAGE_TYPE = FirstStageType(
         config.hybrid, DenseRetriever(config.dense, embedder=embedder), BM25Retriever(config.bm25)
     ),
     load=lambda root, config, embedder: HybridRetriever.load(root, config, embedder=embedder),
+    required_files=DENSE_FILES + BM25_FILES,
 )
 
 
