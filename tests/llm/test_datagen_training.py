@@ -18,6 +18,7 @@ from toolrerank_plugins.llm.datagen import (
 from toolrerank_plugins.llm.feedback import FEEDBACK_MARKER, FeedbackConfig, FeedbackStage
 from toolrerank_plugins.llm.feedback_training import build_examples, train_feedback_retriever
 from toolrerank_plugins.llm.qta import QTAConfig
+from toolrerank_plugins.llm.query_generation import QueryGenerationConfig
 from toolrerank_plugins.records import LabelledQuery
 from toolrerank_plugins.testing import ScriptedLLM, tiny_catalog, tiny_queries
 
@@ -60,7 +61,9 @@ def test_rejection_sampling_keeps_best_draft_above_threshold(engine: Engine) -> 
         responses=["- send an email message to a recipient", "- delete an email", "garbage ####"],
         cycle=True,
     )
-    rows = rejection_sampling(engine, qs, llm, n_drafts=3, min_reward=0.5, k=5)
+    # one call at a time: drafts then meet the scripted answers in order (ties keep the first draft)
+    serial = QueryGenerationConfig(runtime={"max_concurrency": 1})
+    rows = rejection_sampling(engine, qs, llm, config=serial, n_drafts=3, min_reward=0.5, k=5)
     assert [r["query_id"] for r in rows] == ["q2"]
     assert rows[0]["completion"] == "send an email message to a recipient" and rows[0]["reward"] == pytest.approx(1.0)
     everything = rejection_sampling(engine, qs, llm, n_drafts=3, min_reward=0.0, k=5, top_n=2)

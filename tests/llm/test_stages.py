@@ -60,7 +60,9 @@ def test_query_generation_retrieves_per_line_and_interleaves() -> None:
 def test_query_generation_without_original_and_intent_prompt() -> None:
     llm = ScriptedLLM(default="- check the weather")
     register_llm("default", llm)
-    engine = engine_with({"type": "query_generation", "params": {"include_original": False, "prompt": "intent"}})
+    # protected_top=0: the paper's ranking, so the unrelated marker answer shows where the results come from
+    params = {"include_original": False, "prompt": "intent", "protected_top": 0}
+    engine = engine_with({"type": "query_generation", "params": params})
     res = engine.search_detailed("send an email", top_k=3)
     assert res.trace["query_generation"]["queries"] == ["check the weather"]
     assert res.results[0].tool.category == "Weather"
@@ -104,7 +106,7 @@ def _feedback_llm(refinements: list[Any]) -> ScriptedLLM:
 
 def test_feedback_rounds_until_na() -> None:
     llm = _feedback_llm(["Refined instruction: log in with username and password", "N/A"])
-    stage = FeedbackStage(FeedbackConfig(), llm=llm)
+    stage = FeedbackStage(FeedbackConfig(protected_top=0), llm=llm)  # the paper's ranking (no guard)
     engine = engine_with({"type": "iterative_feedback"})
     q = "send a message"
     tr: dict[str, Any] = {}
@@ -127,7 +129,8 @@ def test_feedback_stops_after_t_rounds_and_on_repeats() -> None:
     same = _feedback_llm([])
     same.default = "geocode an address"
     tr2: dict[str, Any] = {}
-    out = FeedbackStage(FeedbackConfig(rounds=10), llm=same).run(q, engine.retrieve([q], 10)[0], engine.context, tr2)
+    stage = FeedbackStage(FeedbackConfig(rounds=10, protected_top=0), llm=same)  # the paper's ranking (no guard)
+    out = stage.run(q, engine.retrieve([q], 10)[0], engine.context, tr2)
     assert tr2["stop_reason"] == "repeated_refinement" and "fallback" not in tr2
     assert len(tr2["rounds"]) == 2 and out[0].id == "Maps/GeoFind/geocode"
 
@@ -136,15 +139,16 @@ def test_feedback_iteration_prefix() -> None:
     engine = engine_with({"type": "iterative_feedback"}, retriever="dense")
     llm = _feedback_llm(["geocode an address", "N/A"])
     calls: list[list[str]] = []
-    orig = engine.retrieve
+    ctx = engine.context  # the stage re-retrieves through its context (bound to the engine's snapshot)
+    orig = ctx.retrieve
 
     def spy(queries: list[str], k: int) -> list[list[ScoredTool]]:
         calls.append(list(queries))
         return orig(queries, k)
 
-    engine.retrieve = spy  # type: ignore[method-assign]
+    ctx.retrieve = spy  # type: ignore[method-assign]
     tr: dict[str, Any] = {}
-    FeedbackStage(FeedbackConfig(iteration_prefix=True), llm=llm).run("q", orig(["q"], 10)[0], engine.context, tr)
+    FeedbackStage(FeedbackConfig(iteration_prefix=True), llm=llm).run("q", orig(["q"], 10)[0], ctx, tr)
     assert calls == [["Iteration 0: q"], ["Iteration 1: geocode an address"]]
     assert FeedbackStage(FeedbackConfig(), llm=llm).use_prefix(engine.context) is False  # auto: untrained model
 
@@ -182,7 +186,7 @@ def test_feedback_failure_in_a_later_round_keeps_the_last_good_round() -> None:
         rules=[(r"Step 1 - Comprehension", "ok comprehension of tools"), (r"Step 2 - Assessment", "assessment text")],
         responses=["geocode an address", RuntimeError("crash in round 2")],
     )
-    stage = FeedbackStage(FeedbackConfig(runtime=FAST), llm=llm)  # type: ignore[arg-type]
+    stage = FeedbackStage(FeedbackConfig(runtime=FAST, protected_top=0), llm=llm)  # type: ignore[arg-type]
     tr: dict[str, Any] = {}
     out = stage.run("send a message", engine.retrieve(["send a message"], 10)[0], engine.context, tr)
     assert out[0].id == "Maps/GeoFind/geocode"  # round 1's ranking, not the original's
@@ -287,7 +291,8 @@ def test_stages_compose_and_persist(tmp_path: Any) -> None:
 
 
 def test_budget_stops_feedback_and_is_recorded() -> None:
-    engine = engine_with({"type": "iterative_feedback", "params": {"runtime": {"max_calls_per_query": 4}}})
+    params = {"runtime": {"max_calls_per_query": 4}, "protected_top": 0}  # the paper's ranking (no guard)
+    engine = engine_with({"type": "iterative_feedback", "params": params})
     register_llm("default", _feedback_llm(["geocode an address", "current weather", "log in"]))
     res = engine.search_detailed("send a message", top_k=3)
     tr = res.trace["iterative_feedback"]

@@ -19,6 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolrerank_plugins.errors import ToolRerankError
 from toolrerank_plugins.llm.base import LLM, LLMError
+from toolrerank_plugins.llm.parsing import (
+    COPY_MIN_WORDS,
+    CopyVerdict,
+    clip,
+    copied_fraction,
+    copy_tokens,
+    shingles,
+)
 from toolrerank_plugins.llm.registry import resolve_llm
 from toolrerank_plugins.llm.runtime import LLMRuntime, LLMSession, RuntimeConfig
 from toolrerank_plugins.records import ScoredTool, renumber
@@ -45,6 +53,19 @@ class LLMStageConfig(BaseModel):
     max_query_chars: int = Field(300, ge=16, description="cap on every LLM-made query string")
     max_tool_chars: int = Field(300, ge=32, description="cap on each tool description shown to the LLM")
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    max_copied_fraction: float | None = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="an LLM-made query of 8+ words whose word 5-grams come from its prompt's instructions or "
+        "tool documents at least this much is rejected (prompt echo, a copied tool description); None: off",
+    )
+    protected_top: int = Field(
+        1,
+        ge=0,
+        description="ranks 1..N hold only APIs the incoming ranking holds: an API that only LLM-made queries "
+        "found (the LLM's word alone) enters at rank N+1 at best; 0: off (the papers' behaviour)",
+    )
     on_error: Literal["fallback", "raise"] = Field(
         "fallback", description="fallback: keep the last good ranking and record why; raise: LLMStageError"
     )
@@ -69,6 +90,16 @@ class Retrieve:
 
 Request = LLMCall | Retrieve
 Plan = Generator[Request, Any, list[ScoredTool]]
+
+
+@dataclass(frozen=True)
+class PromptSources:
+    """What an LLM answer must not merely repeat: the prompt's own instructions and the tool documents shown
+    (plain text); ``user`` texts are the request's words, which an answer may always repeat."""
+
+    instructions: str
+    documents: tuple[str, ...] = ()
+    user: tuple[str, ...] = ()
 
 
 class _Fallback(Exception):
@@ -96,6 +127,93 @@ class LLMStage(Stage):
     def fail(self, reason: str) -> _Fallback:
         """``raise self.fail("why")`` inside a plan: keep the last good ranking (or raise if configured)."""
         return _Fallback(reason)
+
+    def reject_copies(
+        self, texts: Sequence[str], sources: PromptSources, trace: dict[str, Any], *, step: str = ""
+    ) -> list[str]:
+        """``texts`` without those copied from the prompt (see ``max_copied_fraction``).
+
+        A text of 8+ words is copied when at least ``max_copied_fraction`` of its word 5-grams (the user's own
+        5-grams aside) come from the prompt's instructions or the tool documents shown; a shorter one (3+
+        words) when it is a verbatim run of the instructions. Each rejection is listed in
+        ``trace["copied"]``. When half the texts or more are copies, the whole answer is (an echo): the plan
+        falls back with ``unusable_output: echo`` (mostly the instructions) or
+        ``unusable_output: copied_tool_documents``.
+        """
+        limit = self.config.max_copied_fraction
+        if limit is None or not texts:
+            return list(texts)
+        grams = {
+            "echo": shingles(sources.instructions),
+            "copied_tool_documents": set().union(*(shingles(d) for d in sources.documents)),
+        }
+        own = set().union(*(shingles(u) for u in sources.user))
+        instructions = f" {' '.join(copy_tokens(sources.instructions))} "
+        user = f" {' '.join(t for u in sources.user for t in copy_tokens(u))} "
+        kept: list[str] = []
+        rejected: list[dict[str, Any]] = []
+        for t in texts:
+            verdict = copied_fraction(t, grams, own)
+            words = " ".join(copy_tokens(t))
+            if verdict.fraction < limit and 3 <= len(words.split()) < COPY_MIN_WORDS:
+                if f" {words} " in instructions and f" {words} " not in user:
+                    verdict = CopyVerdict(1.0, "echo")
+            if verdict.fraction >= limit:
+                rejected.append({"text": clip(t, 120), **verdict.to_dict()})
+            else:
+                kept.append(t)
+        if rejected:
+            trace.setdefault("copied", []).extend(rejected)
+        if len(rejected) >= len(kept):
+            sources_seen = [r["source"] for r in rejected]
+            main = max(set(sources_seen), key=sources_seen.count)
+            raise self.fail(f"{step}unusable_output: {main}")
+        return kept
+
+    def note_named(self, trace: dict[str, Any], names: Sequence[str]) -> None:
+        """Remember API identifiers the LLM wrote (``universal_helper``, ``OmniTool``) for :meth:`guard`."""
+        named = trace.setdefault("_named", [])
+        named.extend(k for k in (" ".join(copy_tokens(n)) for n in names) if k and k not in named)
+
+    def guard(
+        self,
+        ranking: list[ScoredTool],
+        original: Sequence[ScoredTool],
+        trace: dict[str, Any],
+        named: Sequence[str] = (),
+    ) -> list[ScoredTool]:
+        """Ranks 1..``protected_top`` hold only APIs that the incoming (original) ranking vouches for.
+
+        An API that only LLM-made queries retrieved — the LLM's word alone — enters at rank
+        ``protected_top + 1`` at best; so does an API the LLM named by its identifier (``named``: keys of
+        :meth:`note_named`), unless the original ranking has it in its own top ``protected_top``. The next
+        vouched-for APIs move up (in the LLM's order; the original's own top when the LLM ranking has too
+        few), the held ones follow in their order. Held APIs are listed in ``trace["guard"]``; scores become
+        1/rank when anything moved.
+        """
+        n = self.config.protected_top
+        if n <= 0 or not original or not ranking:
+            return ranking
+        top_ids = {s.id for s in original[:n]}
+        keys = set(named)
+
+        def vouched(s: ScoredTool) -> bool:
+            if s.id in top_ids:
+                return True
+            if s.id not in supported:
+                return False
+            return not keys or not ({" ".join(copy_tokens(x)) for x in (s.tool.name, s.tool.tool) if x} & keys)
+
+        supported = {s.id for s in original}
+        if all(vouched(s) for s in ranking[:n]):
+            return ranking
+        taken = {s.id for s in ranking}
+        head = [s for s in ranking if vouched(s)][:n]
+        head += [s for s in original if s.id not in taken and vouched(s)][: n - len(head)]
+        head_ids = {s.id for s in head}
+        out = (head + [s for s in ranking if s.id not in head_ids])[: max(len(ranking), len(head))]
+        trace["guard"] = {"held_below_top": [s.id for s in ranking[:n] if not vouched(s)], "top": n}
+        return self.scored(out, [1.0 / i for i in range(1, len(out) + 1)])
 
     def scored(self, ranking: Sequence[ScoredTool], scores: Sequence[float] | None = None) -> list[ScoredTool]:
         """Record this stage's score on each item (default: the item's current score) and renumber."""
@@ -130,11 +248,12 @@ class LLMStage(Stage):
         started: float,
     ) -> list[ScoredTool]:
         good = trace.pop("_last_good", None)
+        named = trace.pop("_named", [])
         trace["usage"] = session.usage.to_dict()
         total_ms = (time.perf_counter() - started) * 1000
         trace["overhead_ms"] = round(max(0.0, total_ms - session.usage.llm_time_ms), 3)
         if error is None and result is not None:
-            return result
+            return self.guard(result, candidates, trace, named)
         if isinstance(error, _Fallback):
             reason = error.reason
         else:
@@ -143,7 +262,7 @@ class LLMStage(Stage):
         if self.config.on_error == "raise":
             raise LLMStageError(f"stage {self.name!r}: {reason}") from error
         trace["fallback"] = reason
-        return list(good) if good is not None else list(candidates)
+        return self.guard(list(good), candidates, trace, named) if good is not None else list(candidates)
 
     def run(
         self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]

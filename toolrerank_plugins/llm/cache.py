@@ -92,6 +92,11 @@ class CachedLLM:
         self._seen: Counter[str] = Counter()
         self._lock = threading.Lock()
 
+    @property
+    def caller_loop(self) -> bool:
+        """Whether async calls must run on the caller's event loop: the wrapped LLM's answer (see runtime)."""
+        return getattr(self.llm, "caller_loop", False) is True
+
     def _file(self, key: str) -> Path:
         return self.path / key[:2] / f"{key}.json"
 

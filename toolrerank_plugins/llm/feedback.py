@@ -18,7 +18,15 @@ from pydantic import Field, model_validator
 
 from toolrerank_plugins._compat import rename_fields, warn_renamed
 from toolrerank_plugins.llm import prompts
-from toolrerank_plugins.llm._stage import LLMCall, LLMStage, LLMStageConfig, Plan, Retrieve, error_reason
+from toolrerank_plugins.llm._stage import (
+    LLMCall,
+    LLMStage,
+    LLMStageConfig,
+    Plan,
+    PromptSources,
+    Retrieve,
+    error_reason,
+)
 from toolrerank_plugins.llm.base import LLMError
 from toolrerank_plugins.llm.parsing import clip, is_garbage, is_refusal, parse_refinement
 from toolrerank_plugins.llm.query_generation import unknown_names
@@ -118,20 +126,27 @@ class FeedbackStage(LLMStage):
         current = query
         stop = "max_rounds"
         for t in range(c.rounds):
-            block = prompts.tool_block([s.tool for s in ranking[: c.n_tools]], max_chars_per_tool=c.max_tool_chars)
+            shown = [s.tool for s in ranking[: c.n_tools]]
+            block = prompts.tool_block(shown, max_chars_per_tool=c.max_tool_chars)
             q_text = prompts.user_text(current)
             (out,) = yield LLMCall(
                 (prompts.FEEDBACK_COMPREHENSION.format(query=q_text, tools=block),), c.temperature, c.max_tokens
             )
             comprehension = self._check(out, f"round {t + 1} comprehension")
+            # the LLM's own text read third-party documents: it goes on escaped like them
+            passed = prompts.user_text(comprehension, c.max_feedback_chars)
             (out,) = yield LLMCall(
-                (prompts.FEEDBACK_ASSESSMENT.format(query=q_text, tools=block, comprehension=comprehension),),
+                (prompts.FEEDBACK_ASSESSMENT.format(query=q_text, tools=block, comprehension=passed),),
                 c.temperature,
                 c.max_tokens,
             )
             assessment = self._check(out, f"round {t + 1} assessment")
             (out,) = yield LLMCall(
-                (prompts.FEEDBACK_REFINEMENT.format(query=q_text, tools=block, assessment=assessment),),
+                (
+                    prompts.FEEDBACK_REFINEMENT.format(
+                        query=q_text, tools=block, assessment=prompts.user_text(assessment, c.max_feedback_chars)
+                    ),
+                ),
                 c.temperature,
                 c.max_tokens,
             )
@@ -150,12 +165,19 @@ class FeedbackStage(LLMStage):
                 raise self.fail(f"round {t + 1} refinement: unusable_output: {parsed.status}")
             if parsed.api_names:
                 trace.setdefault("invented_api_names", []).extend(unknown_names(ctx, parsed.api_names))
-            key = _norm(parsed.query)
+                self.note_named(trace, parsed.api_names)
+            sources = PromptSources(
+                prompts.FEEDBACK_REFINEMENT.format(query="", tools="", assessment=""),
+                tuple(prompts.tool_text(x, c.max_tool_chars) for x in shown),
+                (query, current),
+            )
+            (refined,) = self.reject_copies([parsed.query], sources, trace, step=f"round {t + 1} refinement: ")
+            key = _norm(refined)
             if key in seen:
                 stop = "repeated_refinement"
                 break
             seen.add(key)
-            current = parsed.query
+            current = refined
             (ranking,) = yield Retrieve((q_for(current, t + 1),), depth)
             if not ranking:
                 raise self.fail(f"round {t + 1}: empty_retrieval")

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -181,10 +183,45 @@ def _humanise_names(line: str, names: list[str]) -> str:
     return _IDENT.sub(sub, line)
 
 
+#: JSON nested deeper than this is not a query list: not parsed (``json`` would recurse until RecursionError).
+MAX_JSON_DEPTH = 32
+
+
+def json_depth(text: str) -> int:
+    """Deepest ``[``/``{`` nesting of ``text`` outside JSON strings (a cheap bound checked before parsing)."""
+    depth = deepest = 0
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+class _TooDeep:
+    """Marker: a JSON payload nested beyond :data:`MAX_JSON_DEPTH` (a parse failure, not a crash)."""
+
+
+_TOO_DEEP = _TooDeep()
+
+
 def _json_payload(text: str) -> Any:
     t = text.strip()
     if not t or t[0] not in "[{":
         return None
+    if json_depth(t) > MAX_JSON_DEPTH:
+        return _TOO_DEEP
     try:
         return json.loads(t)
     except ValueError:
@@ -237,6 +274,67 @@ def _untable(lines: list[str], notes: list[str]) -> list[str]:
     return out
 
 
+# -- copies: an answer that repeats its prompt is not a query --------------------------------------------
+#: Word n-gram length of the copy check, and the fewest words an answer needs to be judged by it (shorter
+#: answers repeat a few words of a tool name at most; the rank guard of the stages covers those).
+COPY_NGRAM = 5
+COPY_MIN_WORDS = 8
+_UESC = re.compile(r"\\u[0-9a-fA-F]{4}")
+_TOKEN = re.compile(r"[^\W_]+", re.U)
+
+
+def copy_tokens(text: str) -> list[str]:
+    """Words for the copy check: NFKC, identifiers split (``universal_helper``, ``OmniTool``), lower case.
+
+    Example:
+        >>> copy_tokens("OmniTool universal_helper: \\u003cb\\u003e Hello")
+        ['omni', 'tool', 'universal', 'helper', 'b', 'hello']
+    """
+    t = unicodedata.normalize("NFKC", _UESC.sub(" ", str(text)[: MAX_INPUT_CHARS * 2]))
+    return [w.lower() for w in _TOKEN.findall(split_identifier(t))]
+
+
+def shingles(text: str, n: int = COPY_NGRAM) -> set[tuple[str, ...]]:
+    """The set of word ``n``-grams of ``text`` (see :func:`copy_tokens`)."""
+    w = copy_tokens(text)
+    return {tuple(w[i : i + n]) for i in range(len(w) - n + 1)}
+
+
+@dataclass(frozen=True)
+class CopyVerdict:
+    """How much of an answer repeats a source: the copied fraction of its n-grams and the main source."""
+
+    fraction: float
+    source: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fraction": round(self.fraction, 3), "source": self.source}
+
+
+def copied_fraction(
+    text: str, sources: Mapping[str, set[tuple[str, ...]]], exclude: Iterable[tuple[str, ...]] = ()
+) -> CopyVerdict:
+    """Share of ``text``'s word n-grams found in ``sources`` (n-grams in ``exclude`` — the user's own words —
+    count for neither side); 0 for an answer under :data:`COPY_MIN_WORDS` words.
+
+    Example:
+        >>> src = {"instructions": shingles("You rewrite user requests so that a search engine finds tools")}
+        >>> copied_fraction("You rewrite user requests so that a search engine finds tools", src)
+        CopyVerdict(fraction=1.0, source='instructions')
+        >>> copied_fraction("weather forecast for Paris tomorrow and then an umbrella shop", src).fraction
+        0.0
+    """
+    if len(copy_tokens(text)) < COPY_MIN_WORDS:
+        return CopyVerdict(0.0, None)
+    mine = shingles(text) - set(exclude)
+    if not mine:
+        return CopyVerdict(0.0, None)
+    hits = {name: len(mine & grams) for name, grams in sources.items()}
+    copied = len(mine & set().union(*sources.values())) if sources else 0
+    best = max(hits, key=lambda k: hits[k]) if hits and max(hits.values()) > 0 else None
+    return CopyVerdict(copied / len(mine), best)
+
+
 # -- public parsers --------------------------------------------------------------------------------
 def parse_query_list(text: str | None, *, max_items: int = 5, max_chars: int = 200) -> ParsedList:
     """Parse a list of API descriptions / intents, one per line, into clean query strings.
@@ -252,6 +350,9 @@ def parse_query_list(text: str | None, *, max_items: int = 5, max_chars: int = 2
         return ParsedList([], "empty", notes)
     raw: list[str]
     data = _json_payload(body)
+    if data is _TOO_DEEP:
+        notes.append("json_too_deep")
+        return ParsedList([], "no_items", notes)
     json_items = _json_items(data) if data is not None else None
     if data is not None and not json_items:
         notes.append("json_without_text")
@@ -330,6 +431,9 @@ def parse_rewrite(text: str | None, *, max_chars: int = 400) -> ParsedText:
     if not body:
         return ParsedText(None, "empty", notes)
     data = _json_payload(body)
+    if data is _TOO_DEEP:
+        notes.append("json_too_deep")
+        return ParsedText(None, "no_items", notes)
     items = _json_items(data) if data is not None else None
     if data is not None and not items:
         notes.append("json_without_text")

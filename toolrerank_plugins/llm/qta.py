@@ -16,7 +16,15 @@ from pydantic import Field, model_validator
 
 from toolrerank_plugins._compat import rename_fields, warn_renamed
 from toolrerank_plugins.llm import prompts
-from toolrerank_plugins.llm._stage import LLMCall, LLMStage, LLMStageConfig, Plan, Retrieve, error_reason
+from toolrerank_plugins.llm._stage import (
+    LLMCall,
+    LLMStage,
+    LLMStageConfig,
+    Plan,
+    PromptSources,
+    Retrieve,
+    error_reason,
+)
 from toolrerank_plugins.llm.base import LLMError
 from toolrerank_plugins.llm.parsing import clip, parse_rewrite
 from toolrerank_plugins.llm.query_generation import interleave, unknown_names
@@ -85,11 +93,18 @@ class QTAStage(LLMStage):
         trace["parse"] = parsed.to_dict()
         if parsed.api_names:
             trace["invented_api_names"] = unknown_names(ctx, parsed.api_names)
+            self.note_named(trace, parsed.api_names)
         if parsed.text is None:
             raise self.fail(f"unusable_output: {parsed.status}")
-        trace["rewrite"] = parsed.text
+        sources = PromptSources(
+            (c.template or prompts.QTA_REWRITE).format(tools="", query=""),
+            tuple(prompts.tool_text(t, c.max_tool_chars) for t in tools),
+            (query,),
+        )
+        (rewrite,) = self.reject_copies([parsed.text], sources, trace)
+        trace["rewrite"] = rewrite
         k = c.depth or max(len(candidates), ctx.depth)
-        (ranking,) = yield Retrieve((parsed.text,), k)
+        (ranking,) = yield Retrieve((rewrite,), k)
         if not ranking:
             raise self.fail("empty_retrieval")
         if c.include_original:

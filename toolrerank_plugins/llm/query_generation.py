@@ -29,7 +29,15 @@ from pydantic import Field, model_validator
 
 from toolrerank_plugins._compat import rename_fields, warn_renamed
 from toolrerank_plugins.llm import prompts
-from toolrerank_plugins.llm._stage import LLMCall, LLMStage, LLMStageConfig, Plan, Retrieve, error_reason
+from toolrerank_plugins.llm._stage import (
+    LLMCall,
+    LLMStage,
+    LLMStageConfig,
+    Plan,
+    PromptSources,
+    Retrieve,
+    error_reason,
+)
 from toolrerank_plugins.llm.base import LLMError
 from toolrerank_plugins.llm.parsing import clip, parse_query_list
 from toolrerank_plugins.records import ScoredTool
@@ -98,10 +106,12 @@ class QueryGenerationStage(LLMStage):
     name = "query_generation"
     config: QueryGenerationConfig
 
-    def prompt_for(self, query: str) -> str:
+    def template(self) -> str:
         c = self.config
-        template = c.template or (prompts.QUERY_GENERATION if c.prompt == "description" else prompts.INTENT_GENERATION)
-        return template.format(query=prompts.user_text(query), max_queries=c.max_queries)
+        return c.template or (prompts.QUERY_GENERATION if c.prompt == "description" else prompts.INTENT_GENERATION)
+
+    def prompt_for(self, query: str) -> str:
+        return self.template().format(query=prompts.user_text(query), max_queries=self.config.max_queries)
 
     def plan(self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]) -> Plan:
         c = self.config
@@ -113,13 +123,16 @@ class QueryGenerationStage(LLMStage):
         trace["parse"] = parsed.to_dict()
         if parsed.api_names:
             trace["invented_api_names"] = unknown_names(ctx, parsed.api_names)
+            self.note_named(trace, parsed.api_names)
         if parsed.status != "ok":
             raise self.fail(f"unusable_output: {parsed.status}")
+        sources = PromptSources(self.template().format(query="", max_queries=c.max_queries), user=(query,))
+        items = self.reject_copies(parsed.items, sources, trace)
         k = c.depth or max(len(candidates), ctx.depth)
-        rankings: list[list[ScoredTool]] = yield Retrieve(tuple(parsed.items), k)
+        rankings: list[list[ScoredTool]] = yield Retrieve(tuple(items), k)
         lists = list(rankings) + ([candidates[:k]] if c.include_original else [])
         merged = interleave(lists, k)
-        trace["queries"] = parsed.items + ([query] if c.include_original else [])
+        trace["queries"] = items + ([query] if c.include_original else [])
         if not merged:
             raise self.fail("empty_retrieval")
         return self.scored(merged, [1.0 / i for i in range(1, len(merged) + 1)])

@@ -3,6 +3,24 @@
 Every LLM stage talks to the host's LLM through an :class:`LLMSession` (one per query), never directly, so
 that no query can hang the agent, loop forever, or spend more than its budget.
 
+How the time bound holds (``timeout_s`` per attempt, sync and async):
+
+- **sync** ``complete``: each call runs in its own daemon thread; the caller waits at most ``timeout_s``. A
+  call that does not return in time is *abandoned* (a thread cannot be killed): it keeps its own thread, so
+  it never occupies a slot that a later call needs. Abandoned calls still running are counted process-wide
+  (:func:`abandoned_calls`); past ``max_abandoned_calls`` new calls are refused at once with an
+  :class:`LLMError` instead of piling up threads (a hanging LLM, not a slow one).
+- **async** ``acomplete``: by default (``async_isolation="auto"``) the port's coroutine runs on a private
+  event loop in a worker thread (one per LLM object, kept across calls so that clients bound to a loop keep
+  working), and the caller awaits it with the deadline: an LLM that blocks its loop (``time.sleep`` in an
+  ``async def``) or ignores cancellation cannot hold the caller past ``timeout_s``. A worker whose timed-out
+  call does not end on cancellation is retired and a fresh one serves later calls. Ports whose async client
+  belongs to the caller's loop (the LangChain/LlamaIndex wrappers: ``caller_loop = True``) run there instead
+  (a task abandoned on timeout, never awaited); ``async_isolation`` forces either way.
+- Anything the LLM raises, ``BaseException`` included (an ``asyncio.CancelledError`` it raises itself, a
+  ``GeneratorExit``), becomes an :class:`LLMError`, except ``KeyboardInterrupt`` and ``SystemExit``; a real
+  cancellation of the caller propagates.
+
 Example:
     >>> from toolrerank_plugins.testing import ScriptedLLM
     >>> session = LLMRuntime(RuntimeConfig(max_calls_per_query=2)).session(ScriptedLLM(["a", "b", "c"]))
@@ -21,9 +39,10 @@ import math
 import random
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,18 +52,186 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Blocking calls that exceed their timeout are abandoned in this pool (a thread cannot be killed); a
-# shared, bounded pool keeps a misbehaving LLM from spawning threads without limit.
-_POOL_LOCK = threading.Lock()
-_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+#: After a timed-out call is cancelled, how long to wait for it to end before counting it abandoned.
+_CANCEL_GRACE_S = 0.05
 
 
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="toolrerank-llm")
-        return _POOL
+# -- abandoned calls (process-wide) -------------------------------------------------------------------
+class _Abandoned:
+    """How many timed-out LLM calls are still running somewhere (threads or tasks we could not stop)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def add(self) -> None:
+        with self._lock:
+            self.count += 1
+
+    def remove(self) -> None:
+        with self._lock:
+            self.count -= 1
+
+
+_ABANDONED = _Abandoned()
+
+
+def abandoned_calls() -> int:
+    """Timed-out LLM calls of this process that are still running (they end when the LLM returns)."""
+    return _ABANDONED.count
+
+
+class _Call:
+    """One attempt's bookkeeping: finished or not, abandoned or not (a lock makes the two agree)."""
+
+    def __init__(self, worker: _LoopWorker | None = None) -> None:
+        self._lock = threading.Lock()
+        self.finished = threading.Event()
+        self.abandoned = False
+        self.worker = worker
+
+    def finish(self) -> None:
+        with self._lock:
+            self.finished.set()
+            if self.abandoned:
+                _ABANDONED.remove()
+                if self.worker is not None:
+                    self.worker.unstuck()
+
+    def abandon(self) -> bool:
+        """Count the call as abandoned unless it already ended; True when it was abandoned."""
+        with self._lock:
+            if self.finished.is_set():
+                return False
+            self.abandoned = True
+            _ABANDONED.add()
+            if self.worker is not None:
+                self.worker.stuck_call()
+            return True
+
+
+def _in_thread(fn: Callable[[], T], call: _Call) -> concurrent.futures.Future[T]:
+    """Run ``fn`` in a fresh daemon thread; its result or any exception lands in the returned future."""
+    fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def target() -> None:
+        try:
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except BaseException as exc:  # delivered to the caller, who classifies it
+                    fut.set_exception(exc)
+        finally:
+            call.finish()
+
+    threading.Thread(target=target, name="toolrerank-llm-call", daemon=True).start()
+    return fut
+
+
+@dataclass(frozen=True)
+class _Fatal:
+    """``KeyboardInterrupt`` / ``SystemExit`` raised by an LLM on a private loop, re-raised by the caller."""
+
+    exc: BaseException
+
+
+class _LoopWorker:
+    """A private event loop in a daemon thread, for one LLM's async calls (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.retired = False
+        self.stuck = 0  # abandoned calls still running on this loop
+        self._lock = threading.RLock()
+        self.thread = threading.Thread(target=self._run, name="toolrerank-llm-loop", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    def submit(self, factory: Callable[[], Awaitable[T]], call: _Call) -> concurrent.futures.Future[Any]:
+        async def runner() -> Any:
+            try:
+                return await factory()
+            except (KeyboardInterrupt, SystemExit) as exc:
+                # raised out of a task these would stop this loop; hand them to the caller instead
+                return _Fatal(exc)
+            finally:
+                call.finish()
+
+        return asyncio.run_coroutine_threadsafe(runner(), self.loop)
+
+    def stuck_call(self) -> None:
+        """A call on this loop outlived its cancellation: serve later calls from a fresh loop."""
+        with self._lock:
+            self.stuck += 1
+            self.retired = True
+
+    def unstuck(self) -> None:
+        """A stuck call ended; a retired loop with none left stops (its thread exits)."""
+        with self._lock:
+            self.stuck -= 1
+            stop = self.retired and self.stuck <= 0
+        if stop:
+            self._stop()
+
+    def close(self) -> None:
+        with self._lock:
+            self.retired = True
+            stop = self.stuck <= 0
+        if stop:
+            self._stop()
+
+    def _stop(self) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        except RuntimeError:  # the loop is closed already
+            pass
+
+
+# Never held while a thread starts or a finalizer could need it: garbage collection may run a finalizer
+# (a worker's close) in any thread at any allocation, including a thread that is just starting.
+_WORKERS_LOCK = threading.Lock()
+_WORKERS: dict[int, _LoopWorker] = {}
+
+
+def _worker_for(llm: object) -> _LoopWorker:
+    """The live private loop of this LLM object (a new one after a retirement or on first use)."""
+    key = id(llm)
+    with _WORKERS_LOCK:
+        w = _WORKERS.get(key)
+        if w is not None and not w.retired:
+            return w
+        for k in [k for k, x in _WORKERS.items() if x.retired]:  # closed or retired: forget them
+            del _WORKERS[k]
+        w = _LoopWorker()
+        _WORKERS[key] = w
+    w.start()  # outside the lock (see above); calls submitted meanwhile wait in the loop's queue
+    try:
+        weakref.finalize(llm, w.close)
+    except TypeError:  # not weak-referenceable: the worker lives as long as the process
+        pass
+    return w
+
+
+def _task_ended(task: asyncio.Future[Any], call: _Call) -> None:
+    call.finish()
+    if not task.cancelled():
+        task.exception()  # retrieved, so an abandoned task's error is not logged as "never retrieved"
+
+
+def _on_caller_loop(llm: object, mode: str) -> bool:
+    if mode == "caller_loop":
+        return True
+    if mode == "thread":
+        return False
+    return getattr(llm, "caller_loop", False) is True
 
 
 class BudgetExceededError(LLMError):
@@ -71,6 +258,15 @@ class RuntimeConfig(BaseModel):
     max_calls_per_query: int = Field(16, ge=1)
     max_prompt_tokens_per_query: int = Field(32_000, ge=1)
     max_concurrency: int = Field(4, ge=1, description="parallel calls for batches")
+    max_abandoned_calls: int = Field(
+        32, ge=1, description="timed-out calls still running (process-wide) past which new calls are refused"
+    )
+    async_isolation: Literal["auto", "thread", "caller_loop"] = Field(
+        "auto",
+        description="where async calls run: thread (a private loop per LLM; the deadline always holds), "
+        "caller_loop (the caller's loop; an LLM that blocks it blocks the caller), auto (caller_loop for ports "
+        "with caller_loop = True, else thread)",
+    )
 
 
 def estimate_tokens(text: str) -> int:
@@ -95,6 +291,7 @@ class LLMUsage:
     retries: int = 0
     failures: int = 0
     timeouts: int = 0
+    abandoned: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -110,6 +307,12 @@ def _is_transient(exc: BaseException) -> bool:
     if isinstance(exc, LLMError):
         return exc.transient
     return isinstance(exc, (TimeoutError, ConnectionError, asyncio.TimeoutError))
+
+
+def _reraise_fatal(exc: BaseException) -> None:
+    """``KeyboardInterrupt`` and ``SystemExit`` are never an LLM failure to fall back from."""
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        raise exc
 
 
 @dataclass
@@ -178,6 +381,71 @@ class LLMSession:
                 self.usage.failures += 1
         return retry
 
+    # -- one attempt -----------------------------------------------------------------------------------
+    def _refuse_if_hung(self) -> None:
+        cap = self.config.max_abandoned_calls
+        if _ABANDONED.count >= cap:
+            with self._lock:
+                self.usage.failures += 1
+            raise LLMError(
+                f"{_ABANDONED.count} timed-out LLM calls are still running (runtime.max_abandoned_calls={cap}); "
+                "not starting another: the LLM is hanging. They end when it returns."
+            )
+
+    def _timed_out(self, call: _Call) -> LLMTimeoutError:
+        if call.abandon():
+            with self._lock:
+                self.usage.abandoned += 1
+        return LLMTimeoutError(f"LLM call timed out after {self.config.timeout_s:g}s")
+
+    def _attempt(self, prompt: str | Sequence[Message], kwargs: dict[str, Any]) -> str:
+        """One sync attempt in its own thread, bounded by ``timeout_s``; raises what the LLM raised."""
+        call = _Call()
+        fut = _in_thread(lambda: self.llm.complete(prompt, **kwargs), call)
+        try:
+            return fut.result(timeout=self.config.timeout_s)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise self._timed_out(call) from None
+
+    async def _aattempt(self, prompt: str | Sequence[Message], kwargs: dict[str, Any]) -> str:
+        """One async attempt, bounded by ``timeout_s`` whatever the LLM does; raises what the LLM raised."""
+        call = _Call()
+        acomplete = getattr(self.llm, "acomplete", None)
+        if acomplete is None:  # a sync-only port: its own thread, not the loop's shared executor
+            cfut: concurrent.futures.Future[Any] = _in_thread(lambda: self.llm.complete(prompt, **kwargs), call)
+            fut: asyncio.Future[Any] = asyncio.wrap_future(cfut)
+        elif _on_caller_loop(self.llm, self.config.async_isolation):
+            fut = asyncio.ensure_future(acomplete(prompt, **kwargs))
+            fut.add_done_callback(lambda f: _task_ended(f, call))
+        else:
+            call.worker = worker = _worker_for(self.llm)
+            cfut = worker.submit(lambda: acomplete(prompt, **kwargs), call)
+            fut = asyncio.wrap_future(cfut)
+        try:
+            # asyncio.wait neither raises what the LLM raised nor waits for a cancelled call to end; it
+            # raises CancelledError only when *this* task is cancelled.
+            done, _ = await asyncio.wait({fut}, timeout=self.config.timeout_s)
+        except asyncio.CancelledError:
+            fut.cancel()
+            raise
+        if not done:
+            fut.cancel()
+            for _ in range(int(_CANCEL_GRACE_S / 0.005)):  # a cooperative call ends on cancellation
+                if call.finished.is_set():
+                    break
+                await asyncio.sleep(0.005)
+            raise self._timed_out(call)
+        if fut.cancelled():  # the LLM raised CancelledError itself; the caller was not cancelled
+            raise LLMError("the LLM raised asyncio.CancelledError although the caller was not cancelled")
+        exc = fut.exception()
+        if exc is not None:
+            raise exc
+        out = fut.result()
+        if isinstance(out, _Fatal):
+            raise out.exc
+        return out  # type: ignore[no-any-return]
+
     # -- calls ---------------------------------------------------------------------------------------
     def complete(
         self,
@@ -189,20 +457,16 @@ class LLMSession:
     ) -> str:
         """One bounded call. Raises :class:`LLMError` (or a subclass) once retries are spent."""
         ptoks = prompt_tokens(prompt)
+        kwargs: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "stop": stop}
         attempt = 0
         while True:
+            self._refuse_if_hung()
             self._reserve(ptoks)
             started = time.perf_counter()
-            future = _pool().submit(
-                self.llm.complete, prompt, temperature=temperature, max_tokens=max_tokens, stop=stop
-            )
             try:
-                text = future.result(timeout=self.config.timeout_s)
-                return self._done(text, started)
-            except concurrent.futures.TimeoutError:
-                future.cancel()
-                exc: BaseException = LLMTimeoutError(f"LLM call timed out after {self.config.timeout_s:g}s")
-            except Exception as e:  # the host's LLM may raise anything; classify, never leak raw
+                return self._done(self._attempt(prompt, kwargs), started)
+            except BaseException as e:  # the host's LLM may raise anything; classify, never leak raw
+                _reraise_fatal(e)
                 exc = e
             if not self._failed(exc, started, attempt):
                 raise _as_llm_error(exc)
@@ -223,25 +487,19 @@ class LLMSession:
     ) -> str:
         """Async twin of :meth:`complete` (same bounds and counters)."""
         ptoks = prompt_tokens(prompt)
+        kwargs: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "stop": stop}
         attempt = 0
-        acomplete = getattr(self.llm, "acomplete", None)
         while True:
+            self._refuse_if_hung()
             self._reserve(ptoks)
             started = time.perf_counter()
             try:
-                if acomplete is not None:
-                    coro = acomplete(prompt, temperature=temperature, max_tokens=max_tokens, stop=stop)
-                else:
-                    coro = asyncio.to_thread(
-                        self.llm.complete, prompt, temperature=temperature, max_tokens=max_tokens, stop=stop
-                    )
-                text = await asyncio.wait_for(coro, timeout=self.config.timeout_s)
-                return self._done(text, started)
-            except asyncio.TimeoutError:
-                exc: BaseException = LLMTimeoutError(f"LLM call timed out after {self.config.timeout_s:g}s")
+                return self._done(await self._aattempt(prompt, kwargs), started)
             except asyncio.CancelledError:
+                # _aattempt raises CancelledError only for a real cancellation of this task
                 raise
-            except Exception as e:
+            except BaseException as e:
+                _reraise_fatal(e)
                 exc = e
             if not self._failed(exc, started, attempt):
                 raise _as_llm_error(exc)
@@ -289,8 +547,12 @@ def _as_llm_error(exc: BaseException) -> LLMError:
 
 def run_sync(coro_fn: Callable[[], Awaitable[T]]) -> T:
     """Run a coroutine from sync code, also when called inside a running event loop (in a worker thread)."""
+
+    async def main() -> T:
+        return await coro_fn()
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro_fn())  # type: ignore[arg-type]
-    return _pool().submit(lambda: asyncio.run(coro_fn())).result()  # type: ignore[arg-type]
+        return asyncio.run(main())
+    return _in_thread(lambda: asyncio.run(main()), _Call()).result()

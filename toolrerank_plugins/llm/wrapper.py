@@ -64,6 +64,9 @@ class LLMWrapper(ABC, Generic[M, R]):
 
     #: how errors call the wrapped model ("chat model", "LLM")
     label: ClassVar[str] = "LLM"
+    #: async calls run on the caller's event loop: a framework model's HTTP client is bound to that loop and
+    #: often shared with the agent's own calls (see :mod:`toolrerank_plugins.llm.runtime`)
+    caller_loop: ClassVar[bool] = True
 
     def __init__(self, target: object) -> None:
         self._target = target
