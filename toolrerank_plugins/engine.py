@@ -132,7 +132,9 @@ class _EngineContext(StageContext):
         return self._engine.render(spec)
 
     def retrieve(self, queries: Sequence[str], depth: int) -> list[list[ScoredTool]]:
-        return self._engine._retrieve(self._catalog, self._first_stage, queries, depth)
+        # queries here are often LLM-made text: a lone surrogate (not valid text) becomes U+FFFD, not an error
+        clean = [q.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for q in queries]
+        return self._engine._retrieve(self._catalog, self._first_stage, clean, depth)
 
     def cached_embeddings(self, ids: Sequence[str]) -> np.ndarray | None:
         return self._first_stage.embeddings_for(ids)

@@ -240,3 +240,9 @@ def test_an_engine_saved_in_format_1_with_the_old_names_loads(tmp_path: Path) ->
         back = Engine.load(path, embedder=FakeEmbedder(), verify=False)
     assert back.config.depth == 9 and back.config.hybrid.depth == 100
     assert [r.id for r in back.search("send an email", 3)] == [r.id for r in engine.search("send an email", 3)]
+
+
+def test_stage_retrieval_with_llm_made_text_tolerates_lone_surrogates() -> None:
+    engine = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+    (hits,) = engine.context.retrieve(["send an email \ud800"], 3)  # raised UnicodeEncodeError before
+    assert hits and hits[0].tool.name == "send_email"
