@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, model_validator
 
 
 def rename_fields(data: Any, renames: Mapping[str, str], model: str) -> Any:
@@ -40,3 +42,18 @@ def rename_fields(data: Any, renames: Mapping[str, str], model: str) -> Any:
 def warn_renamed(model: str, old: str, new: str) -> None:
     """Warn that attribute ``old`` of ``model`` is read under its deprecated name."""
     warnings.warn(f"{model}.{old} is deprecated; use {new}", DeprecationWarning, stacklevel=3)
+
+
+class RenamedFieldsModel(BaseModel):
+    """Base of configs whose fields were renamed: ``renamed_fields`` maps each old name to its new one.
+
+    Old names are read (with a DeprecationWarning) and written under the new name; a read-only property per
+    old name, defined in the config class, keeps attribute access working.
+    """
+
+    renamed_fields: ClassVar[Mapping[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_names(cls, data: Any) -> Any:
+        return rename_fields(data, cls.renamed_fields, cls.__name__) if cls.renamed_fields else data

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from toolrerank_plugins._compat import rename_fields, warn_renamed
+from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
 from toolrerank_plugins.render import RenderConfig
 from toolrerank_plugins.retrieval.base import known_first_stages
 from toolrerank_plugins.retrieval.bm25 import BM25Config
@@ -19,7 +20,7 @@ from toolrerank_plugins.stages import StageSpec
 RetrieverName = str
 
 
-class EngineConfig(BaseModel):
+class EngineConfig(RenamedFieldsModel):
     """Everything that defines an engine; saved as ``config.json``.
 
     ``retriever`` names the first stage (``dense``, ``bm25``, ``hybrid`` or a registered backend); each
@@ -40,10 +41,7 @@ class EngineConfig(BaseModel):
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
     stages: list[StageSpec] = Field(default_factory=list)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _deprecated_names(cls, data: Any) -> Any:
-        return rename_fields(data, {"candidate_k": "depth"}, "EngineConfig")
+    renamed_fields: ClassVar[Mapping[str, str]] = {"candidate_k": "depth"}
 
     @property
     def candidate_k(self) -> Any:

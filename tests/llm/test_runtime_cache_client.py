@@ -99,7 +99,9 @@ def test_batches_run_concurrently_and_keep_order() -> None:
 
 
 def test_batch_failures_are_returned_not_raised() -> None:
-    rt, _ = _runtime(max_retries=0)
+    # one call at a time: the scripted answers are handed out in call order, and concurrent calls (one thread
+    # each) may reach the LLM in either order
+    rt, _ = _runtime(max_retries=0, max_concurrency=1)
     out = rt.session(ScriptedLLM(["ok", RuntimeError("x")])).complete_many(["a", "b"])
     assert out[0] == "ok" and isinstance(out[1], LLMError)
 

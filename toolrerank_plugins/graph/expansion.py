@@ -9,17 +9,18 @@ not crowded out.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field
 
-from toolrerank_plugins._compat import rename_fields, warn_renamed
+from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.graph.tool_graph import ToolGraph
 from toolrerank_plugins.records import ScoredTool
 
 
-class ExpansionConfig(BaseModel):
+class ExpansionConfig(RenamedFieldsModel):
     """When and how many prerequisites are inserted.
 
     Attributes:
@@ -40,10 +41,7 @@ class ExpansionConfig(BaseModel):
     min_weight: float = Field(0.5, ge=0.0, le=1.0)
     origins: list[str] | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _deprecated_names(cls, data: Any) -> Any:
-        return rename_fields(data, {"top_n": "window"}, "ExpansionConfig")
+    renamed_fields: ClassVar[Mapping[str, str]] = {"top_n": "window"}
 
     @property
     def top_n(self) -> Any:

@@ -15,8 +15,9 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from toolrerank_plugins._compat import RenamedFieldsModel
 from toolrerank_plugins.errors import ToolRerankError
 from toolrerank_plugins.llm.base import LLM, LLMError
 from toolrerank_plugins.llm.parsing import (
@@ -42,7 +43,7 @@ class LLMStageError(ToolRerankError):
     """An LLM stage failed and its config says ``on_error="raise"``."""
 
 
-class LLMStageConfig(BaseModel):
+class LLMStageConfig(RenamedFieldsModel):
     """Fields every LLM stage has."""
 
     model_config = ConfigDict(extra="forbid")

@@ -11,12 +11,13 @@ iteration-aware retriever (``None`` = on exactly when the engine's dense model w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from toolrerank_plugins._compat import rename_fields, warn_renamed
+from toolrerank_plugins._compat import warn_renamed
 from toolrerank_plugins.llm import prompts
 from toolrerank_plugins.llm._stage import (
     LLMCall,
@@ -59,10 +60,7 @@ class FeedbackConfig(LLMStageConfig):
     max_tokens: int = Field(400, ge=1, description="completion cap of each of the three calls")
     max_feedback_chars: int = Field(1500, ge=100, description="cap on comprehension/assessment passed on")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _deprecated_names(cls, data: Any) -> Any:
-        return rename_fields(data, {"top_k": "n_tools", "top_depth": "depth"}, "FeedbackConfig")
+    renamed_fields: ClassVar[Mapping[str, str]] = {"top_k": "n_tools", "top_depth": "depth"}
 
     @property
     def top_k(self) -> Any:

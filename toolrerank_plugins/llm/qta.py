@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from toolrerank_plugins._compat import rename_fields, warn_renamed
+from toolrerank_plugins._compat import warn_renamed
 from toolrerank_plugins.llm import prompts
 from toolrerank_plugins.llm._stage import (
     LLMCall,
@@ -45,10 +46,7 @@ class QTAConfig(LLMStageConfig):
     depth: int | None = Field(None, ge=1, description="retrieval depth (was top_k); None: the candidate count")
     template: str | None = Field(None, description="custom prompt with {tools} and {query} fields")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _deprecated_names(cls, data: Any) -> Any:
-        return rename_fields(data, {"top_k": "depth"}, "QTAConfig")
+    renamed_fields: ClassVar[Mapping[str, str]] = {"top_k": "depth"}
 
     @property
     def top_k(self) -> Any:

@@ -21,13 +21,13 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from toolrerank_plugins._compat import rename_fields, warn_renamed
+from toolrerank_plugins._compat import warn_renamed
 from toolrerank_plugins.llm import prompts
 from toolrerank_plugins.llm._stage import (
     LLMCall,
@@ -58,10 +58,7 @@ class QueryGenerationConfig(LLMStageConfig):
         None, ge=1, description="depth per generated query (was top_k); None: the candidate count"
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _deprecated_names(cls, data: Any) -> Any:
-        return rename_fields(data, {"top_k": "depth"}, "QueryGenerationConfig")
+    renamed_fields: ClassVar[Mapping[str, str]] = {"top_k": "depth"}
 
     @property
     def top_k(self) -> Any:

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from toolrerank_plugins._compat import rename_fields, warn_renamed
+from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.records import LabelledQuery, ScoredTool, ToolSpec
 from toolrerank_plugins.rerank.classifier import QueryType, QueryTypeClassifier, query_type
@@ -47,7 +47,7 @@ _TYPE_MEMO_SIZE = 4096  # classifier answers kept per stage (cleared when full)
 Classification = Literal["auto", "classifier", "none", "single", "multi", "oracle"]
 
 
-class ToolRerankConfig(BaseModel):
+class ToolRerankConfig(RenamedFieldsModel):
     """Knobs of the ``toolrerank`` stage (paper notation)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -85,10 +85,7 @@ class ToolRerankConfig(BaseModel):
     batch_size: int = Field(64, ge=1)
     max_length: int | None = Field(None, ge=8, description="pair length; None: the length the model was trained with")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _deprecated_names(cls, data: Any) -> Any:
-        return rename_fields(data, {"k": "top_k"}, "ToolRerankConfig")
+    renamed_fields: ClassVar[Mapping[str, str]] = {"k": "top_k"}
 
     @property
     def k(self) -> Any:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field
 
-from toolrerank_plugins._compat import rename_fields, warn_renamed
+from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
 from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit
 from toolrerank_plugins.retrieval.bm25 import BM25_FILES, BM25Retriever
 from toolrerank_plugins.retrieval.dense import DENSE_FILES, DenseRetriever
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from toolrerank_plugins.encoders import Embedder
 
 
-class HybridConfig(BaseModel):
+class HybridConfig(RenamedFieldsModel):
     model_config = ConfigDict(extra="forbid")
 
     dense_weight: float = Field(1.0, ge=0)
@@ -30,10 +30,7 @@ class HybridConfig(BaseModel):
     rrf_k: int = Field(5, ge=1, description="RRF constant: score = sum(w / (rrf_k + rank))")
     depth: int = Field(100, ge=1, description="how deep each ranking is fused (was candidates)")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _deprecated_names(cls, data: Any) -> Any:
-        return rename_fields(data, {"candidates": "depth"}, "HybridConfig")
+    renamed_fields: ClassVar[Mapping[str, str]] = {"candidates": "depth"}
 
     @property
     def candidates(self) -> Any:
