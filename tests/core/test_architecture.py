@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +22,10 @@ from toolrerank_plugins.llm.query_generation import QueryGenerationConfig
 from toolrerank_plugins.persistence import version_dir
 from toolrerank_plugins.records import ScoredTool
 from toolrerank_plugins.rerank.stage import ToolRerankConfig
-from toolrerank_plugins.retrieval.base import FirstStage, FirstStageType, Hit, register_first_stage
+from toolrerank_plugins.retrieval.base import FirstStageType, Hit, register_first_stage
 from toolrerank_plugins.retrieval.hybrid import HybridConfig
 from toolrerank_plugins.stages import Stage, StageContext, StageType, register_stage_type
-from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
+from toolrerank_plugins.testing import FakeEmbedder, WordSetIndex, tiny_catalog
 
 
 class _NoParams(BaseModel):
@@ -98,63 +97,19 @@ def test_the_engine_installs_and_removes_a_stages_document_transform() -> None:
     assert [r.id for r in engine.search(q, top_k=len(engine.catalog))] == plain
 
 
-class _KeywordIndex(FirstStage):
-    """A toy backend: score = number of query words in the text. Saved as keyword/index.json."""
-
-    name = "keyword"
-
-    def __init__(self) -> None:
-        self._docs: dict[str, set[str]] = {}
-
-    @property
-    def ids(self) -> list[str]:
-        return list(self._docs)
-
-    def index(self, ids: Sequence[str], texts: Sequence[str], *, cache: dict[str, Any] | None = None) -> None:
-        self._docs = {}
-        self.add(ids, texts)
-
-    def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
-        self._docs.update({i: set(t.lower().split()) for i, t in zip(ids, texts)})
-
-    def remove(self, ids: Sequence[str]) -> None:
-        for i in ids:
-            self._docs.pop(i, None)
-
-    def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
-        out = []
-        for q in queries:
-            words = set(q.lower().split())
-            scored = sorted(((len(words & d), i) for i, d in self._docs.items()), key=lambda x: -x[0])
-            out.append([Hit(i, float(s)) for s, i in scored[:depth] if s > 0])
-        return out
-
-    def save(self, root: Path) -> None:
-        (root / self.name).mkdir()
-        (root / self.name / "index.json").write_text(json.dumps({k: sorted(v) for k, v in self._docs.items()}))
-
-    @classmethod
-    def load(cls, root: Path, config: Any, *, embedder: Any = None) -> _KeywordIndex:
-        self = cls()
-        self._docs = {k: set(v) for k, v in json.loads((root / cls.name / "index.json").read_text()).items()}
-        return self
-
-
 def test_a_new_first_stage_backend_plugs_in_through_the_registry(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="unknown retriever 'keyword'"):
         EngineConfig(retriever="keyword")
     register_first_stage(
         "keyword",
-        FirstStageType(
-            build=lambda cfg, emb: _KeywordIndex(), load=lambda root, cfg, emb: _KeywordIndex.load(root, cfg)
-        ),
+        FirstStageType(build=lambda cfg, emb: WordSetIndex(), load=lambda root, cfg, emb: WordSetIndex.load(root, cfg)),
         replace=True,
     )
     engine = Engine.build(tiny_catalog(), EngineConfig(retriever="keyword"))
     top = engine.search("send email", top_k=1)[0]
     assert top.tool.name == "send_email" and top.stage_scores == {"keyword": 2.0}
     back = Engine.load(engine.save(tmp_path / "eng"))
-    assert isinstance(back.first_stage, _KeywordIndex)
+    assert isinstance(back.first_stage, WordSetIndex)
     assert [r.id for r in back.search("send email", 3)] == [r.id for r in engine.search("send email", 3)]
 
 

@@ -27,10 +27,10 @@ from toolrerank_plugins import Engine, EngineConfig
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.errors import CatalogError, ToolRerankError
 from toolrerank_plugins.records import ToolSpec
-from toolrerank_plugins.retrieval.base import FirstStage, FirstStageType, Hit, register_first_stage
+from toolrerank_plugins.retrieval.base import FirstStageType, register_first_stage
 from toolrerank_plugins.retrieval.bm25 import BM25Retriever
 from toolrerank_plugins.stages import Stage, StageContext, StageSpec, StageType, register_stage_type
-from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
+from toolrerank_plugins.testing import FakeEmbedder, WordSetIndex, tiny_catalog
 
 QUERIES = [
     "send an email message",
@@ -472,51 +472,11 @@ def test_a_stage_type_with_a_failing_on_index_in_the_config_leaves_the_engine_un
     assert _state(engine) == before
 
 
-# -- a third-party backend that only implements the abstract methods --------------------------------------
-class _WordIndex(FirstStage):
-    """A toy backend (dict of word sets): the base class's ``copy`` (deepcopy) and ``update`` (remove + add,
-    which moves the ids to the end) are what it gets."""
-
-    name = "test_words"
-
-    def __init__(self) -> None:
-        self._docs: dict[str, set[str]] = {}
-
-    @property
-    def ids(self) -> list[str]:
-        return list(self._docs)
-
-    def index(self, ids: Sequence[str], texts: Sequence[str], *, cache: dict[str, Any] | None = None) -> None:
-        self._docs = {}
-        self.add(ids, texts)
-
-    def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
-        self._docs.update({i: set(t.lower().split()) for i, t in zip(ids, texts)})
-
-    def remove(self, ids: Sequence[str]) -> None:
-        for i in ids:
-            self._docs.pop(i, None)
-
-    def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
-        out = []
-        for q in queries:
-            words = set(q.lower().split())
-            scored = sorted(((len(words & d), i) for i, d in self._docs.items()), key=lambda x: -x[0])
-            out.append([Hit(i, float(s)) for s, i in scored[:depth] if s > 0])
-        return out
-
-    def save(self, root: Path) -> None:
-        raise NotImplementedError
-
-    @classmethod
-    def load(cls, root: Path, config: Any, *, embedder: Any = None) -> _WordIndex:
-        raise NotImplementedError
-
-
+# -- a third-party backend that only implements the abstract methods (testing.WordSetIndex) -------------------
 def test_a_backend_with_the_default_update_and_copy_stays_in_catalog_order(caplog: pytest.LogCaptureFixture) -> None:
     register_first_stage(
         "test_words",
-        FirstStageType(build=lambda cfg, emb: _WordIndex(), load=lambda root, cfg, emb: _WordIndex()),
+        FirstStageType(build=lambda cfg, emb: WordSetIndex(), load=lambda root, cfg, emb: WordSetIndex.load(root, cfg)),
         replace=True,
     )
     engine = Engine.build(tiny_catalog(), EngineConfig(retriever="test_words"))

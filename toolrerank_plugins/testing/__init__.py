@@ -9,6 +9,7 @@ from toolrerank_plugins._extras import lazy_exports
 
 _EXPORTS = {
     "FakeEmbedder": "toolrerank_plugins.testing.embeddings",
+    "WordSetIndex": "toolrerank_plugins.testing.first_stages",
     "tiny_catalog": "toolrerank_plugins.testing.catalogs",
     "tiny_queries": "toolrerank_plugins.testing.catalogs",
     "default_catalog_path": "toolrerank_plugins.catalog",
