@@ -11,11 +11,12 @@ from toolrerank_plugins.loaders.jsonl import (
     write_edges,
     write_tools_jsonl,
 )
-from toolrerank_plugins.loaders.mcp import from_mcp_tools
+from toolrerank_plugins.loaders.mcp import catalog_from_mcp_sessions, from_mcp_tools
 from toolrerank_plugins.loaders.openai import from_openai_tools
 from toolrerank_plugins.loaders.openapi import from_openapi
 
 __all__ = [
+    "catalog_from_mcp_sessions",
     "from_callables",
     "from_mcp_tools",
     "from_openai_tools",
