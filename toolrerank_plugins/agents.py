@@ -164,27 +164,31 @@ class BaseToolSelector(Generic[T]):
             chosen.setdefault(self.tool_name(tool), tool)
         return list(chosen.values())
 
-    def select(self, query: str, k: int | None = None, *, exclude: Iterable[str] = ()) -> list[T]:
+    def select(self, query: str, k: int | None = None, *, exclude: Iterable[str] = (), llm: Any = None) -> list[T]:
         """The pinned tools, then the best-ranked others, ``min(k, max_tools)`` in all.
 
         ``exclude`` names tools not to offer (e.g. ones that failed); the engine searches that much deeper
         so ``k`` tools still come back when the catalog has them. Pinned tools are always offered.
+        ``llm``: the LLM port this search's LLM stages use (``Engine.search(..., llm=)``).
         """
         k = self._k(k)
-        return self._merge(self.engine.search(query, top_k=k, exclude=self._excluded_ids(exclude)), k)
+        return self._merge(self.engine.search(query, top_k=k, exclude=self._excluded_ids(exclude), llm=llm), k)
 
-    async def aselect(self, query: str, k: int | None = None, *, exclude: Iterable[str] = ()) -> list[T]:
+    async def aselect(
+        self, query: str, k: int | None = None, *, exclude: Iterable[str] = (), llm: Any = None
+    ) -> list[T]:
         """Async twin of :meth:`select` (same tools)."""
         k = self._k(k)
-        return self._merge(await self.engine.asearch(query, top_k=k, exclude=self._excluded_ids(exclude)), k)
+        found = await self.engine.asearch(query, top_k=k, exclude=self._excluded_ids(exclude), llm=llm)
+        return self._merge(found, k)
 
-    def find(self, query: str, k: int) -> list[T]:
+    def find(self, query: str, k: int, *, llm: Any = None) -> list[T]:
         """The ``k`` best tools for ``query``, no pins or cap (what a tool-search tool returns)."""
-        return [self.tools_by_id[st.tool.id] for st in self.engine.search(query, top_k=k)]
+        return [self.tools_by_id[st.tool.id] for st in self.engine.search(query, top_k=k, llm=llm)]
 
-    async def afind(self, query: str, k: int) -> list[T]:
+    async def afind(self, query: str, k: int, *, llm: Any = None) -> list[T]:
         """Async twin of :meth:`find`."""
-        return [self.tools_by_id[st.tool.id] for st in await self.engine.asearch(query, top_k=k)]
+        return [self.tools_by_id[st.tool.id] for st in await self.engine.asearch(query, top_k=k, llm=llm)]
 
     def get(self, name: str) -> T | None:
         """A tool by name among all tools (an agent's call to a tool it was offered always resolves)."""

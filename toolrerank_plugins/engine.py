@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolrerank_plugins import _validate
+from toolrerank_plugins._call_llm import using_llm
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.config import EngineConfig, RetrieverName
 from toolrerank_plugins.encoders import Embedder
-from toolrerank_plugins.errors import ConfigError, ToolRerankError
+from toolrerank_plugins.errors import CatalogError, ConfigError, ToolRerankError
 from toolrerank_plugins.persistence import read_engine, version_dir, write_engine
 from toolrerank_plugins.records import ScoredTool, ToolSpec, renumber
 from toolrerank_plugins.render import render_tool
@@ -139,6 +140,10 @@ class _EngineContext(StageContext):
     def cached_embeddings(self, ids: Sequence[str]) -> np.ndarray | None:
         return self._first_stage.embeddings_for(ids)
 
+    def query_vectors(self, queries: Sequence[str]) -> np.ndarray:
+        vectors = self._first_stage.query_vectors(queries)
+        return vectors if vectors is not None else self.embedder.encode(list(queries))
+
     def known_names(self) -> frozenset[str]:
         if self._names is None:  # the snapshot never changes, so neither do its names
             names: set[str] = set()
@@ -148,6 +153,25 @@ class _EngineContext(StageContext):
                     names.add(spec.tool.lower())
             self._names = frozenset(names)
         return self._names
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What :meth:`Engine.sync` changed: the ids it added, updated and removed, each in catalog order.
+
+    ``reencoded`` is the part of ``updated`` whose text (what the first stage indexes) changed; the other
+    updated APIs changed only fields the text does not show (metadata, ``returns``) and kept their vectors.
+    """
+
+    added: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    reencoded: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        """Whether the sync changed anything."""
+        return bool(self.added or self.updated or self.removed)
 
 
 @dataclass(frozen=True, eq=False)
@@ -398,7 +422,7 @@ class Engine:
         wanted = top_k + sum(1 for t in exclude if t in state.catalog)
         return max(wanted, self.config.depth) if state.stages else wanted
 
-    def search(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = ()) -> list[ScoredTool]:
+    def search(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None) -> list[ScoredTool]:
         """The ``top_k`` best APIs for ``query``, best first; ids in ``exclude`` are never returned (the
         search goes that much deeper, so ``top_k`` results still come back when the catalog has them).
 
@@ -407,30 +431,41 @@ class Engine:
         longer than :data:`~toolrerank_plugins._validate.MAX_QUERY_CHARS` (8,192) characters is cut to
         that length before any stage sees it (``SearchResult.query`` holds the cut text).
 
+        ``llm`` (every search method and async twin): an LLM port (``complete``/``acomplete``, e.g. the
+        agent's own model wrapped by an adapter) that this call's LLM stages use instead of the registered
+        or ``engine.llm`` one; budgets, timeouts and fallbacks are the stages' as usual. ``None``: unchanged.
+
         Raises:
+            ConfigError: ``llm`` is not an LLM port.
             TypeError: ``query`` is not a string; ``top_k`` is not an int (``None``, ``"3"``, ``2.5``,
                 NaN and ``True`` included); ``exclude`` is a single string or holds a non-string.
                 ``search_batch`` raises it for a single string: a string is not a batch.
             ValueError: ``top_k`` < 1; ``query`` holds a lone surrogate character (not valid text).
         """
-        return self.search_detailed(query, top_k, exclude=exclude).results
+        return self.search_detailed(query, top_k, exclude=exclude, llm=llm).results
 
     def search_batch(
-        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = ()
+        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
     ) -> list[list[ScoredTool]]:
-        return [r.results for r in self.search_batch_detailed(queries, top_k, exclude=exclude)]
+        return [r.results for r in self.search_batch_detailed(queries, top_k, exclude=exclude, llm=llm)]
 
-    def search_detailed(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = ()) -> SearchResult:
+    def search_detailed(
+        self, query: str, top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
+    ) -> SearchResult:
         _validate.check_query(query)
-        return self.search_batch_detailed([query], top_k, exclude=exclude)[0]
+        return self.search_batch_detailed([query], top_k, exclude=exclude, llm=llm)[0]
 
     def search_batch_detailed(
-        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = ()
+        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
     ) -> list[SearchResult]:
         """Rankings with per-stage traces and timings (first-stage encoding is batched)."""
         top_k = _validate.check_top_k(top_k)  # a plain int (numpy integers too)
         queries = _checked_queries(queries, top_k)
         exclude = _validate.check_exclude(exclude)
+        with using_llm(llm):  # this thread's LLM stages (resolve_llm) see it until the call returns
+            return self._search_checked(queries, top_k, exclude)
+
+    def _search_checked(self, queries: list[str], top_k: int, exclude: Any) -> list[SearchResult]:
         if any(map(_validate.is_blank, queries)):  # blank queries rank nothing (docs/engine.md, "Searching")
             found = iter(self.search_batch_detailed([q for q in queries if q.strip()], top_k, exclude=exclude))
             return [next(found) if q.strip() else SearchResult(q, [], timings_ms={"total": 0.0}) for q in queries]
@@ -451,26 +486,35 @@ class Engine:
             results.append(_finish(self._run_stages(state, res), top_k, skip))
         return results
 
-    async def asearch(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = ()) -> list[ScoredTool]:
+    async def asearch(
+        self, query: str, top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
+    ) -> list[ScoredTool]:
         """Async twin of :meth:`search` (same results)."""
-        return (await self.asearch_detailed(query, top_k, exclude=exclude)).results
+        return (await self.asearch_detailed(query, top_k, exclude=exclude, llm=llm)).results
 
     async def asearch_batch(
-        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = ()
+        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
     ) -> list[list[ScoredTool]]:
-        return [r.results for r in await self.asearch_batch_detailed(queries, top_k, exclude=exclude)]
+        return [r.results for r in await self.asearch_batch_detailed(queries, top_k, exclude=exclude, llm=llm)]
 
-    async def asearch_detailed(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = ()) -> SearchResult:
+    async def asearch_detailed(
+        self, query: str, top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
+    ) -> SearchResult:
         _validate.check_query(query)
-        return (await self.asearch_batch_detailed([query], top_k, exclude=exclude))[0]
+        return (await self.asearch_batch_detailed([query], top_k, exclude=exclude, llm=llm))[0]
 
     async def asearch_batch_detailed(
-        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = ()
+        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
     ) -> list[SearchResult]:
         """Async twin: natively async stages (LLM stages) are awaited, CPU work runs in a thread."""
         top_k = _validate.check_top_k(top_k)  # a plain int (numpy integers too)
         queries = _checked_queries(queries, top_k)
         exclude = _validate.check_exclude(exclude)
+        # this task's LLM stages see ``llm`` (the worker threads and tasks started below inherit it)
+        with using_llm(llm):
+            return await self._asearch_checked(queries, top_k, exclude)
+
+    async def _asearch_checked(self, queries: list[str], top_k: int, exclude: Any) -> list[SearchResult]:
         if any(map(_validate.is_blank, queries)):  # blank queries rank nothing, as in the sync twin
             found = iter(await self.asearch_batch_detailed([q for q in queries if q.strip()], top_k, exclude=exclude))
             return [next(found) if q.strip() else SearchResult(q, [], timings_ms={"total": 0.0}) for q in queries]
@@ -636,6 +680,155 @@ class Engine:
             self._change(catalog, first_stage)
             if len(catalog) == 0:
                 logger.warning("engine catalog is now empty; searches return no results")
+
+    def sync(self, catalog: Catalog | Iterable[ToolSpec], *, tool: str | None = None) -> SyncReport:
+        """Bring the engine in step with a fresh list of APIs: add the new ones, update the changed ones
+        and remove the ones that are gone, in one all-or-nothing change; unchanged APIs are not touched.
+
+        With ``tool="name"`` only the APIs whose :attr:`~toolrerank_plugins.records.ToolSpec.tool` is
+        ``name`` are compared with ``catalog`` (every API in it must belong to that tool): the rest of the
+        engine stays as it is. This keeps one MCP server in step with its ``tools/list`` (the server is the
+        tool, see :func:`~toolrerank_plugins.loaders.from_mcp_tools`). Without ``tool`` the whole engine
+        becomes ``catalog``.
+
+        Ids are the APIs' own ids, so an API keeps its id and position across syncs; new APIs go to the
+        end in ``catalog`` order. Only the texts of added APIs and of updated APIs whose rendered text
+        changed are encoded. The engine's edges and seen marks stay (edges of removed APIs go with them);
+        ``catalog``'s own edges and seen marks are not read. Safe while other threads search.
+
+        Example:
+            >>> from toolrerank_plugins.loaders import from_mcp_tools
+            >>> engine = Engine.build(from_mcp_tools({"git": [{"name": "git_log"}, {"name": "git_push"}],
+            ...     "time": [{"name": "get_current_time"}]}), EngineConfig(retriever="bm25"))
+            >>> report = engine.sync(from_mcp_tools({"git": [{"name": "git_log", "description": "Show commits"},
+            ...     {"name": "git_show"}]}), tool="git")
+            >>> report.added, report.updated, report.removed
+            (('git/git_show',), ('git/git_log',), ('git/git_push',))
+            >>> engine.catalog.ids
+            ['git/git_log', 'time/get_current_time', 'git/git_show']
+
+        Raises:
+            CatalogError: an API of ``catalog`` belongs to another tool than ``tool``, or its id is taken by
+                an API outside the synced part (the engine is unchanged).
+            TypeError: ``tool`` is not a string or ``None``; ``catalog`` is not a Catalog or an iterable of
+                ToolSpec.
+        """
+        if tool is not None and not isinstance(tool, str):
+            raise TypeError(f"sync(): 'tool' must be a tool name (a string) or None, got {type(tool).__name__}")
+        new = catalog if isinstance(catalog, Catalog) else Catalog(catalog, source="sync()")
+        where = "sync()" if tool is None else f"sync(tool={tool!r})"
+        if tool is not None:
+            for spec in new:
+                if spec.tool != tool:
+                    raise CatalogError(f"{where}: API {spec.id!r} belongs to tool {spec.tool!r}, not {tool!r}")
+        with self._write_lock:
+            state = self._state
+            old = state.catalog
+            scope = [s.id for s in old if tool is None or s.tool == tool]
+            in_scope = set(scope)
+            for spec in new:
+                if spec.id in old and spec.id not in in_scope:
+                    raise CatalogError(
+                        f"{where}: API id {spec.id!r} is already taken by an API of tool {old[spec.id].tool!r}"
+                    )
+            removed = [i for i in scope if i not in new]
+            updated = [new[i] for i in scope if i in new and new[i] != old[i]]
+            added = [s for s in new if s.id not in in_scope]
+            if not (removed or updated or added):
+                return SyncReport()
+            reencoded = [s for s in updated if self.render(s) != self.render(old[s.id])]
+            changed = old.copy()
+            first_stage = state.first_stage.copy()
+            if removed:
+                changed.remove(removed)
+                first_stage.remove(removed)
+            if updated:
+                changed.update(updated)
+            if reencoded:
+                first_stage.update([s.id for s in reencoded], [self.render(s) for s in reencoded])
+            if added:
+                changed.add(added)
+                first_stage.add([s.id for s in added], [self.render(s) for s in added])
+            self._change(changed, first_stage)
+            if len(changed) == 0:
+                logger.warning("engine catalog is now empty; searches return no results")
+        return SyncReport(
+            added=tuple(s.id for s in added),
+            updated=tuple(s.id for s in updated),
+            removed=tuple(removed),
+            reencoded=tuple(s.id for s in reencoded),
+        )
+
+    # -- learning from usage ---------------------------------------------------------------------
+    def learn(self, records: Iterable[Any], *, forget: Iterable[str] = ()) -> dict[str, Any]:
+        """Learn from the agent's own usage: logged requests and the tools that served them.
+
+        ``records`` are :class:`~toolrerank_plugins.usage.UsageRecord` s (a usage log, see
+        :func:`~toolrerank_plugins.usage.read_usage_log`), benchmark ``LabelledQuery`` s or dicts. The
+        pipeline's usage memory stage (``usage_memory``; appended to the pipeline and to ``config.stages`` when
+        there is none) adds them to its memory, and the catalog learns from them: the tools that served a
+        request are marked *seen* (ToolRerank's adaptive truncation) and tools used together, in order, for
+        at least ``min_support`` requests become weighted ``co_usage`` edges (origin ``"usage"``; TGR reads
+        catalog edges). ``forget`` removes records (by id) from the memory. Incremental: only the new
+        requests are encoded; the catalog's index is not rebuilt. Unknown tool ids are skipped and counted.
+
+        All-or-nothing and safe while other threads search, like :meth:`add`. Returns a report (counts:
+        learned, skipped, unknown tool ids, memory size, seen tools and edges added, seconds).
+
+        Raises:
+            TypeError: ``records`` is a single record or string.
+            UsageLogError: a dict is not a valid record.
+        """
+        t0 = time.perf_counter()
+        if isinstance(records, (str, bytes, dict)):
+            raise TypeError(f"learn() takes an iterable of usage records, not a single {type(records).__name__}")
+        records = list(records)
+        forget = [forget] if isinstance(forget, str) else list(forget)
+        with self._write_lock:
+            state = self._state
+            stages = [copy.copy(s) for s in state.stages]
+            result = None
+            for stage in stages:
+                result = stage.learn(records, state.context, forget=forget)
+                if result is not None:
+                    break
+            spec = None
+            if result is None:
+                from toolrerank_plugins.stages import StageSpec
+
+                spec = StageSpec(type="usage_memory")
+                stage = build_stage(spec, state.context)
+                result = stage.learn(records, state.context, forget=forget)
+                if result is None:
+                    raise ConfigError("stage type 'usage_memory' does not learn from usage records")
+                stages.append(stage)
+            catalog = self._learned_catalog(state.catalog, result.seen_tools, result.edges, result.edge_origin)
+            new_state = self._indexed(state, catalog, state.first_stage, stages, first_stage_is_new=False)
+            if spec is not None:
+                self.config = self.config.model_copy(update={"stages": [*self.config.stages, spec]})
+            self._state = new_state
+        report = dict(result.report)
+        report["seen_tools_added"] = len(catalog.seen_tools - state.catalog.seen_tools)
+        report["seen_tools"] = len(catalog.seen_tools)
+        report["co_usage_edges"] = len(result.edges)
+        report["seconds"] = round(time.perf_counter() - t0, 3)
+        return report
+
+    @staticmethod
+    def _learned_catalog(catalog: Catalog, seen: Iterable[str], edges: Sequence[Any], origin: str | None) -> Catalog:
+        """``catalog`` with ``seen`` tools marked and its edges of ``origin`` replaced by ``edges``."""
+        old = [e for e in catalog.edges if origin is not None and e.origin == origin]
+        if origin is None or set(old) == set(edges):
+            new = catalog.copy()
+        elif not old:
+            new = catalog.copy()
+            for e in edges:
+                new.add_edge(e)
+        else:
+            kept = [e for e in catalog.edges if e.origin != origin]
+            new = Catalog(catalog, edges=[*kept, *edges], seen_tools=catalog.seen_tools, source=catalog.source)
+        new.mark_seen(sorted(set(seen)))
+        return new
 
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:

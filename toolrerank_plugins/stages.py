@@ -32,8 +32,8 @@ from __future__ import annotations
 import asyncio
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolrerank_plugins._extras import Registry
 from toolrerank_plugins.errors import ConfigError
-from toolrerank_plugins.records import ScoredTool, ToolSpec
+from toolrerank_plugins.records import Edge, ScoredTool, ToolSpec
 from toolrerank_plugins.retrieval.base import DocTransform
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DocTransform",
+    "LearnResult",
     "Stage",
     "StageContext",
     "StageSpec",
@@ -136,6 +137,23 @@ class StageContext(ABC):
     def known_names(self) -> frozenset[str]:
         """Lower-cased API and tool names of the catalog (cached until the catalog changes)."""
 
+    def query_vectors(self, queries: Sequence[str]) -> np.ndarray:
+        """Query vectors as the dense first stage encodes queries (reusing those of its latest searches, so a
+        stage that needs the query's vector costs no second encoding); the embedder's otherwise."""
+        return self.embedder.encode(list(queries))
+
+
+@dataclass(frozen=True)
+class LearnResult:
+    """What a stage learned from usage records (:meth:`Stage.learn`) that the engine applies to its catalog:
+    tool keys to mark as seen, and the edges of ``edge_origin`` (they replace the catalog's edges of that
+    origin), plus a report for the caller."""
+
+    seen_tools: frozenset[str] = frozenset()
+    edges: tuple[Edge, ...] = ()
+    edge_origin: str | None = None
+    report: dict[str, Any] = field(default_factory=dict)
+
 
 class Stage(ABC):
     """Reorders the candidates of one query. Only :meth:`run` is required.
@@ -179,6 +197,13 @@ class Stage(ABC):
         return None
 
     def save(self, path: Path) -> None:
+        return None
+
+    def learn(self, records: Sequence[Any], ctx: StageContext, *, forget: Iterable[str] = ()) -> LearnResult | None:
+        """Learn from usage records (``Engine.learn``); None: this stage does not learn from usage (default).
+
+        Called on a shallow copy of the stage (copy-on-write, as :meth:`on_index`): assign new objects.
+        """
         return None
 
 
@@ -251,9 +276,12 @@ _STAGE_TYPES: Registry[StageType] = Registry(
     {  # lazily imported stage types shipped with the library ("module:attribute")
         "toolrerank": "toolrerank_plugins.rerank.stage:STAGE_TYPE",
         "tgr": "toolrerank_plugins.graph.stage:STAGE_TYPE",
+        "multi_intent": "toolrerank_plugins.rerank.intents:STAGE_TYPE",
+        "tool_evidence": "toolrerank_plugins.rerank.tool_evidence:STAGE_TYPE",
         "query_generation": "toolrerank_plugins.llm.query_generation:STAGE_TYPE",
         "qta_rewrite": "toolrerank_plugins.llm.qta:STAGE_TYPE",
         "iterative_feedback": "toolrerank_plugins.llm.feedback:STAGE_TYPE",
+        "usage_memory": "toolrerank_plugins.usage:STAGE_TYPE",
     },
     plural="types",
 )

@@ -8,11 +8,11 @@ import os
 import sys
 from collections.abc import Sequence
 
-from toolrerank_plugins.cli import core, graph, llm, train, tune
+from toolrerank_plugins.cli import core, graph, learn, llm, train, tune
 from toolrerank_plugins.errors import ToolRerankError
 
 #: Command groups in the order ``toolrerank --help`` lists them; each adds its commands with ``add_parser``.
-_GROUPS = (core, train, tune, graph, llm)
+_GROUPS = (core, learn, train, tune, graph, llm)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,15 +14,74 @@ from toolrerank_plugins.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
+#: The name a usage log source goes by among the ``--data`` folders (``--log``).
+LOG_SOURCE = "usage-log"
+
+
+def add_log_arguments(p: argparse.ArgumentParser, *, catalog: bool = True) -> None:
+    """``--log`` (a usage log as labelled training queries) and, with ``catalog``, ``--log-catalog``."""
+    p.add_argument(
+        "--log",
+        nargs="+",
+        default=[],
+        help="usage log(s) (JSONL written by a UsageRecorder, or a queries.jsonl): each served request is a "
+        "labelled query whose relevant tools are the ones that served it",
+    )
+    if catalog:
+        p.add_argument(
+            "--log-catalog",
+            help="what the log's tool ids refer to: a saved engine directory (its first stage mines hard "
+            "negatives) or a catalog folder / tools.jsonl",
+        )
+    p.add_argument("--log-split", default=None, help="only log records of this split (default: all)")
+
+
+def log_queries(paths: list[str], catalog: Any, split: str | None) -> list[Any]:
+    """The labelled queries of usage logs (ids unknown to ``catalog`` dropped, records without one skipped)."""
+    from toolrerank_plugins.usage import read_usage_log, records_to_queries
+
+    records = [r for path in paths for r in read_usage_log(path, split=split).records]
+    queries = records_to_queries(records, catalog)
+    out(f"{LOG_SOURCE}: {len(queries)} labelled queries from {len(records)} records")
+    return queries
+
+
+def log_source(args: argparse.Namespace, first_stage: str = "bm25") -> Any:
+    """``--log`` + ``--log-catalog`` as a :class:`~toolrerank_plugins.rerank.training.TrainingSource`."""
+    from toolrerank_plugins.engine import Engine, EngineConfig
+    from toolrerank_plugins.loaders import load_catalog
+    from toolrerank_plugins.persistence import POINTER_FILE
+    from toolrerank_plugins.rerank.training import TrainingSource
+
+    if not args.log_catalog:
+        raise ConfigError("--log needs --log-catalog: the saved engine or catalog its tool ids refer to")
+    root = Path(args.log_catalog)
+    if (root / POINTER_FILE).exists() or (root / "config.json").exists():
+        engine = Engine.load(root)
+    else:
+        engine = Engine.build(load_catalog(root), EngineConfig(retriever=first_stage))
+    queries = log_queries(args.log, engine.catalog, args.log_split)
+    return TrainingSource(LOG_SOURCE, engine.catalog, engine, queries)
+
 
 def cmd_train_reranker(args: argparse.Namespace) -> int:
     from toolrerank_plugins.rerank.sources import collect_pairs, engine_map, source_loader
     from toolrerank_plugins.rerank.training import train_cross_encoder
 
-    source = source_loader(args.split, engine_map(args.engine), args.first_stage)
+    folders = source_loader(args.split, engine_map(args.engine), args.first_stage)
+    from_log = log_source(args, args.first_stage) if args.log else None
+
+    def source(d: str) -> Any:
+        return from_log if d == LOG_SOURCE and from_log is not None else folders(d)
+
+    labelled = [(d, args.max_queries, args.negatives) for d in args.data or []]
+    if from_log is not None:
+        labelled.append((LOG_SOURCE, args.max_queries, args.negatives))
+    if not labelled and not args.pseudo_from:
+        raise ConfigError("nothing to train on: give --data folders, --log with --log-catalog, or --pseudo-from")
     pairs, seen, sources = collect_pairs(
         source,
-        [(d, args.max_queries, args.negatives) for d in args.data or []],
+        labelled,
         [(d, args.pseudo_apis, args.negatives) for d in args.pseudo_from or []],
         negative_depth=args.negative_depth,
         seed=args.seed,
@@ -70,6 +129,11 @@ def cmd_train_classifier(args: argparse.Namespace) -> int:
     for d in args.data:
         cat = load_catalog(d)
         sources.append((d, cat, TrainingSource(Path(d).name, cat, None, load_queries(d, split=args.split))))  # type: ignore[arg-type]
+    if args.log:
+        src = log_source(args)
+        sources.append((LOG_SOURCE, src.catalog, TrainingSource(LOG_SOURCE, src.catalog, None, src.queries)))  # type: ignore[arg-type]
+    if not sources:
+        raise ConfigError("nothing to train on: give --data folders or --log with --log-catalog")
     texts, labels = classifier_training_set([s for _, _, s in sources], max_per_source=args.max_per_source)
     t = time.perf_counter()
     clf = QueryTypeClassifier(embedder).fit(texts, labels)
@@ -77,6 +141,8 @@ def cmd_train_classifier(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"train": clf.info}
     if args.eval_split:
         for d, cat, src in sources:
+            if d == LOG_SOURCE:
+                continue
             qs = load_queries(d, split=args.eval_split)
             if not qs:
                 continue
@@ -135,10 +201,17 @@ def cmd_train_feedback(args: argparse.Namespace) -> int:
     from toolrerank_plugins.llm.feedback_training import train_feedback_retriever
     from toolrerank_plugins.loaders import load_catalog
 
-    traces = [json.loads(line) for line in open(args.traces, encoding="utf-8") if line.strip()]
+    catalog = load_catalog(args.catalog)
+    traces = []
+    if args.traces:
+        traces = [json.loads(line) for line in open(args.traces, encoding="utf-8") if line.strip()]
+    if args.log:
+        traces += log_traces(log_queries(args.log, catalog, args.log_split), catalog, args.log_depth)
+    if not traces:
+        raise ConfigError("nothing to train on: give --traces (feedback traces) and/or --log (a usage log)")
     report = train_feedback_retriever(
         traces,
-        load_catalog(args.catalog),
+        catalog,
         args.out,
         base_model=args.base_model,
         epochs=args.epochs,
@@ -154,9 +227,29 @@ def cmd_train_feedback(args: argparse.Namespace) -> int:
     return 0
 
 
+def log_traces(queries: list[Any], catalog: Any, depth: int) -> list[dict[str, Any]]:
+    """Usage-log queries as one-round feedback traces (round 0: the request as asked; its hard negatives
+    come from a BM25 ranking over ``catalog``), the rows ``train_feedback_retriever`` reads."""
+    from toolrerank_plugins.engine import Engine, EngineConfig
+
+    if not queries:
+        return []
+    engine = Engine.build(catalog, EngineConfig(retriever="bm25"))
+    rankings = engine.search_batch([q.query for q in queries], top_k=depth)
+    return [
+        {
+            "id": q.id,
+            "query": q.query,
+            "relevant": list(q.relevant),
+            "rounds": [{"round": 0, "query": q.query, "ranking": [r.id for r in ranking]}],
+        }
+        for q, ranking in zip(queries, rankings)
+    ]
+
+
 def add_feedback_arguments(p: argparse.ArgumentParser) -> None:
     """Options of iteration-aware feedback retriever training (also ``toolrerank llm train-retriever``)."""
-    p.add_argument("--traces", required=True, help="JSONL from `toolrerank llm datagen feedback-traces`")
+    p.add_argument("--traces", help="JSONL from `toolrerank llm datagen feedback-traces`")
     p.add_argument("--catalog", required=True, help="catalog directory the traces' ids refer to")
     p.add_argument("--out", required=True, help="folder for the trained sentence-transformers model")
     p.add_argument("--base-model", default="default")
@@ -168,6 +261,8 @@ def add_feedback_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--device", default="auto")
     p.add_argument("--overwrite", action="store_true")
+    add_log_arguments(p, catalog=False)  # the log's ids refer to --catalog
+    p.add_argument("--log-depth", type=int, default=10, help="BM25 candidates per logged request (hard negatives)")
     p.set_defaults(func=cmd_train_feedback)
 
 
@@ -198,12 +293,14 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--threads", type=int, default=None)
     s.add_argument("--num-layers", type=int, default=None, help="keep only the first N layers (faster reranker)")
     s.add_argument("--seed", type=int, default=0, help="shuffling / sampling seed (change it to continue training)")
+    add_log_arguments(s)
     s.set_defaults(func=cmd_train_reranker)
 
     s = tsub.add_parser("classifier", help="train the single- vs multi-tool query classifier")
-    s.add_argument("--data", nargs="+", required=True)
+    s.add_argument("--data", nargs="*", default=[])
     s.add_argument("--split", default="train")
     s.add_argument("--eval-split", default="dev", help="report accuracy on this split ('' to skip)")
+    add_log_arguments(s)
     s.add_argument("--max-per-source", type=int, default=600)
     s.add_argument("--embedder", default="default")
     s.add_argument("--out", required=True)

@@ -7,7 +7,9 @@ and the stage looks the name up when a query runs. Register before searching::
     register_llm("default", my_llm)        # any object with complete()/acomplete()
 
 A stage built in Python can also be handed its LLM directly (``QueryGenerationStage(cfg, llm=my_llm)``),
-which wins over the registry; failing both, an ``engine.llm`` attribute set by the user is used.
+which wins over the registry; failing both, an ``engine.llm`` attribute set by the user is used. One search
+call can hand its LLM stages an LLM of its own (``engine.search(query, llm=agent_llm)``, e.g. the agent's
+model): it wins over all three for that call only.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from toolrerank_plugins._call_llm import call_llm
 from toolrerank_plugins.errors import ConfigError
 from toolrerank_plugins.llm.base import LLM
 
@@ -44,7 +47,11 @@ def known_llms() -> list[str]:
 
 
 def resolve_llm(name: str, explicit: LLM | None = None, engine: Any = None) -> LLM | None:
-    """The stage's LLM: the one passed explicitly, else the registered ``name``, else ``engine.llm``."""
+    """The stage's LLM: the current search call's (``engine.search(..., llm=)``), else the one passed
+    explicitly, else the registered ``name``, else ``engine.llm``."""
+    per_call = call_llm()
+    if per_call is not None:
+        return per_call
     if explicit is not None:
         return explicit
     with _LOCK:

@@ -127,6 +127,11 @@ class FirstStage(ABC):
         """Raw document embeddings of ``ids`` (None when not every id has one here)."""
         return None
 
+    def query_vectors(self, queries: Sequence[str]) -> np.ndarray | None:
+        """The vectors this first stage searches ``queries`` with (reusing those of its latest searches), or
+        None without a dense part. Stages read it through ``StageContext.query_vectors``."""
+        return None
+
     def embedding_cache(self) -> dict[str, np.ndarray]:
         """Text key -> raw embedding, reusable by :meth:`index` of a new engine."""
         return {}

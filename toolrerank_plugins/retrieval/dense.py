@@ -6,7 +6,9 @@ import copy as _copy
 import hashlib
 import json
 import logging
+import threading
 import tokenize
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +52,35 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
+class _RecentQueries:
+    """The vectors of the latest searched queries (thread-safe, bounded), shared by a retriever's copies."""
+
+    SIZE = 256
+    MAX_BATCH = 64
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def put(self, queries: Sequence[str], vectors: np.ndarray) -> None:
+        with self._lock:
+            for q, v in zip(queries, vectors):
+                self._vectors[q] = v
+                self._vectors.move_to_end(q)
+            while len(self._vectors) > self.SIZE:
+                self._vectors.popitem(last=False)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _RecentQueries:
+        return _RecentQueries()  # a cache: a copy starts empty (a lock cannot be copied)
+
+    def get(self, queries: Sequence[str]) -> np.ndarray | None:
+        with self._lock:
+            found = [self._vectors.get(q) for q in queries]
+        if not found or any(v is None for v in found):
+            return None
+        return np.stack(found)  # type: ignore[arg-type]
+
+
 class DenseRetriever(FirstStage):
     """Encodes API texts once, keeps the raw embeddings (the cache) and a faiss index over them.
 
@@ -81,6 +112,7 @@ class DenseRetriever(FirstStage):
         self._rows: dict[str, int] = {}
         self._row_ids: list[str] | None = None
         self.doc_transform: DocTransform | None = None
+        self._recent = _RecentQueries()
 
     # -- build -----------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -236,7 +268,16 @@ class DenseRetriever(FirstStage):
     # -- search ----------------------------------------------------------------------------------
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
         prefix = self.config.query_prefix
-        return self._encode([prefix + q for q in queries])
+        vectors = self._encode([prefix + q for q in queries])
+        if len(queries) <= _RecentQueries.MAX_BATCH:  # searches, not bulk encodes
+            self._recent.put(queries, vectors)
+        return vectors
+
+    def query_vectors(self, queries: Sequence[str]) -> np.ndarray:
+        """:meth:`encode_queries`, reusing the vectors of the latest searches (a stage that needs the query's
+        vector after this retriever searched it costs no second encoding). Never used by :meth:`search`."""
+        found = self._recent.get(queries)
+        return found if found is not None else self.encode_queries(queries)
 
     def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
         if not queries:

@@ -1,0 +1,213 @@
+"""Tool selection inside a running agent: the query from the conversation, one selection per episode, and the
+tools the agent found itself.
+
+An agent framework calls its model several times per user request: once after the user speaks, then once after
+each round of tool results. This module calls those calls an *episode* (the turns from the last user message
+on) and decides, framework-neutrally, which tools each model call is offered:
+
+* :func:`conversation_query` — the last user message plus a few earlier user/assistant turns, so a follow-up
+  ("do it", "and tomorrow?") still retrieves the tools of the conversation's subject.
+* :class:`ConversationToolSelector` — selects once per episode through a
+  :class:`~toolrerank_plugins.agents.BaseToolSelector` (pins and cap included) and keeps that selection for the
+  episode's later model calls, so the tools do not change under the agent while it works through tool results;
+  tools a tool-search call found in the episode are added to it. The selection is a small
+  :class:`Selection` record that the framework keeps in its own state (``to_state`` / ``from_state``).
+
+Adapters (``langchain_toolrerank.ToolRerankMiddleware``) only convert their messages into :class:`Turn` records
+and their tool lists; no framework is imported here.
+
+Example:
+    >>> from toolrerank_plugins.agents import BaseToolSelector
+    >>> from toolrerank_plugins.engine import Engine, EngineConfig
+    >>> from toolrerank_plugins.testing import tiny_catalog
+    >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+    >>> tools = {i: engine.catalog[i].name for i in engine.catalog.ids}  # a tool may be anything
+    >>> chooser = ConversationToolSelector(BaseToolSelector(engine, tools, name=str, max_tools=2))
+    >>> turns = [Turn("user", "what is the weather forecast in Paris?"), Turn("assistant", "Shall I look?"),
+    ...          Turn("user", "yes, do it")]
+    >>> offered, selection = chooser.select(turns)
+    >>> offered
+    ['forecast', 'current_weather']
+    >>> turns += [Turn("assistant"), Turn("tool", "sunny", tool_name="forecast")]  # same episode: kept
+    >>> chooser.select(turns, selection)[0]
+    ['forecast', 'current_weather']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from toolrerank_plugins.agents import BaseToolSelector
+from toolrerank_plugins.engine import Engine
+from toolrerank_plugins.llm._stage import LLMStage
+
+T = TypeVar("T")
+
+Role = Literal["user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message of a conversation, as the selection sees it.
+
+    Args:
+        role: ``"user"``, ``"assistant"`` or ``"tool"`` (a tool's result); system messages are left out.
+        text: the message's plain text (an assistant turn that only calls tools has none).
+        tool_name: for a tool result, the tool that produced it.
+        found: for a tool-search tool's result, the names of the tools it found.
+    """
+
+    role: Role
+    text: str = ""
+    tool_name: str | None = None
+    found: tuple[str, ...] = ()
+
+
+def last_user_turn(turns: Sequence[Turn]) -> int | None:
+    """Index of the last user turn (where the current episode starts), or ``None``."""
+    return next((i for i in range(len(turns) - 1, -1, -1) if turns[i].role == "user"), None)
+
+
+def conversation_query(turns: Sequence[Turn], history_turns: int = 2, *, max_turn_chars: int = 500) -> str:
+    """The retrieval query for the current episode: up to ``history_turns`` earlier user/assistant turns with
+    text (oldest first, each cut to ``max_turn_chars``), then the last user message, one per line.
+
+    Tool results never enter the query; ``history_turns=0`` uses the last user message alone. Without a user
+    turn the query is ``""`` (the engine then ranks nothing: only pinned tools are offered).
+
+    Example:
+        >>> turns = [Turn("user", "weather in Paris?"), Turn("assistant", "Today or tomorrow?"),
+        ...          Turn("user", "tomorrow")]
+        >>> conversation_query(turns)
+        'weather in Paris?\\nToday or tomorrow?\\ntomorrow'
+        >>> conversation_query(turns, history_turns=0)
+        'tomorrow'
+    """
+    if history_turns < 0:
+        raise ValueError(f"history_turns must be >= 0, got {history_turns}")
+    start = last_user_turn(turns)
+    if start is None:
+        return ""
+    earlier = [t.text.strip()[:max_turn_chars] for t in turns[:start] if t.role != "tool" and t.text.strip()]
+    return "\n".join([*earlier[max(0, len(earlier) - history_turns) :], turns[start].text.strip()])
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The tools selected for one episode (by name, pins first) and the query they were selected for.
+
+    ``episode`` identifies the episode (a hash of where it starts and its query): a later model call of the
+    same episode reuses the selection instead of searching again.
+    """
+
+    episode: str
+    names: tuple[str, ...]
+    query: str
+
+    def to_state(self) -> dict[str, Any]:
+        """A JSON-able dict for the framework's agent state."""
+        return {"episode": self.episode, "names": list(self.names), "query": self.query}
+
+    @classmethod
+    def from_state(cls, data: Any) -> Selection | None:
+        """The selection saved by :meth:`to_state`; ``None`` for anything else (no selection yet)."""
+        if not isinstance(data, Mapping):
+            return None
+        episode, names, query = data.get("episode"), data.get("names"), data.get("query", "")
+        if not (isinstance(episode, str) and isinstance(names, list) and isinstance(query, str)):
+            return None
+        if not all(isinstance(n, str) for n in names):
+            return None
+        return cls(episode, tuple(names), query)
+
+
+def uses_llm(engine: Engine) -> bool:
+    """Whether the engine's pipeline has an LLM stage (query generation, QTA rewriting, feedback loop): only
+    then does handing a search the agent's model (``llm=``) change anything."""
+    return any(isinstance(s, LLMStage) for s in engine.stages)
+
+
+class ConversationToolSelector(Generic[T]):
+    """The tools for each model call of an agent: one selection per episode, plus what the agent searched for.
+
+    Args:
+        selector: selects tools for a query (engine search, ``always_include`` pins, ``max_tools`` cap).
+        history_turns: earlier user/assistant turns added to the query (see :func:`conversation_query`).
+        search_tool_name: the name of the tool-search tool whose results (:attr:`Turn.found`) add tools to the
+            episode's selection; ``None``: no tool search.
+    """
+
+    def __init__(
+        self,
+        selector: BaseToolSelector[T],
+        *,
+        history_turns: int = 2,
+        search_tool_name: str | None = "search_tools",
+    ) -> None:
+        if history_turns < 0:
+            raise ValueError(f"history_turns must be >= 0, got {history_turns}")
+        self.selector = selector
+        self.history_turns = history_turns
+        self.search_tool_name = search_tool_name
+
+    def episode(self, turns: Sequence[Turn]) -> tuple[str, str, list[str]]:
+        """``(episode key, query, names found by tool searches in the episode)`` for the current turns."""
+        query = conversation_query(turns, self.history_turns)
+        start = last_user_turn(turns)
+        payload = json.dumps([start, query], ensure_ascii=False)
+        key = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        found: list[str] = []
+        if start is not None and self.search_tool_name is not None:
+            for t in turns[start + 1 :]:
+                if t.role == "tool" and t.tool_name == self.search_tool_name:
+                    found.extend(n for n in t.found if n not in found)
+        return key, query, found
+
+    def _offer(self, selection: Selection, found: Sequence[str]) -> list[T]:
+        chosen: dict[str, T] = {}
+        for n in [*selection.names, *found]:
+            tool = self.selector.get(n)
+            if tool is not None:  # a name the catalog no longer has is skipped
+                chosen.setdefault(n, tool)
+        return list(chosen.values())
+
+    def _reuse(self, turns: Sequence[Turn], previous: Selection | None) -> tuple[Selection | None, str, str, list[str]]:
+        key, query, found = self.episode(turns)
+        return (previous if previous is not None and previous.episode == key else None), key, query, found
+
+    def select(
+        self, turns: Sequence[Turn], previous: Selection | None = None, *, llm: Any = None
+    ) -> tuple[list[T], Selection]:
+        """The tools to offer now and the episode's selection (to keep in the framework's state).
+
+        ``previous`` is the selection kept from an earlier model call: when it belongs to the same episode it
+        is reused without a search. ``llm``: the LLM port the search's LLM stages use (the agent's model).
+        """
+        kept, key, query, found = self._reuse(turns, previous)
+        if kept is None:
+            tools = self.selector.select(query, llm=llm)
+            kept = Selection(key, tuple(self.selector.tool_name(t) for t in tools), query)
+        return self._offer(kept, found), kept
+
+    async def aselect(
+        self, turns: Sequence[Turn], previous: Selection | None = None, *, llm: Any = None
+    ) -> tuple[list[T], Selection]:
+        """Async twin of :meth:`select` (same tools)."""
+        kept, key, query, found = self._reuse(turns, previous)
+        if kept is None:
+            tools = await self.selector.aselect(query, llm=llm)
+            kept = Selection(key, tuple(self.selector.tool_name(t) for t in tools), query)
+        return self._offer(kept, found), kept
+
+    def replace_catalog_tools(
+        self, current: Sequence[Any], chosen: Sequence[T], name: Callable[[Any], Any]
+    ) -> list[Any]:
+        """The tool list for the model: ``chosen``, then the tools of ``current`` that are not catalog tools
+        (``name(tool)`` not a catalog tool's name: the agent's other tools, provider tools, a tool-search tool)
+        in their order. Every catalog tool in ``current`` is replaced by the selection."""
+        catalog = self.selector.tools_by_name
+        return [*chosen, *(t for t in current if name(t) not in catalog)]

@@ -1,0 +1,965 @@
+"""Learning from the agent's own usage: a usage log, an opt-in recorder, and a usage memory stage.
+
+What every deployed agent has is its own history: which requests it received and which tools then served
+them. This module turns that history into four things (``docs/usage.md``):
+
+1. **seen tools** for ToolRerank's adaptive truncation (the catalog's ``seen`` flags);
+2. **a usage memory**: past requests similar to a new one (dense + lexical similarity) vote for the tools
+   that served them; the ``usage_memory`` stage fuses the votes with the ranking it receives, so an empty
+   or irrelevant memory changes nothing;
+3. **co-usage edges**: tools used together for one request, repeatedly, become weighted catalog edges
+   (mined with :func:`~toolrerank_plugins.graph.traces.mine_trace_edges`) that TGR's expansion follows;
+4. **training data**: :func:`records_to_queries` turns a log into the labelled queries that
+   ``toolrerank train`` reads.
+
+The pieces:
+
+- :class:`UsageRecord`: one logged request (frozen). A log is JSONL compatible with ``queries.jsonl``
+  (``query``, ``relevant``, ``calls``; plus ``success``, ``failed``, ``ts``), so a benchmark's queries file
+  is a usage log and a usage log can be evaluated like a benchmark.
+- :func:`read_usage_log` / :func:`write_usage_log`; :class:`UsageRecorder` (append-only, thread- and
+  process-safe, :meth:`UsageRecorder.forget` rewrites the file atomically). Nothing records unless you
+  create a recorder.
+- :class:`UsageMemory`: the past requests (vectors from the engine's embedder, a lexical index), the tools
+  that served each, tool use counts, co-usage counts and seen tools; immutable (``added`` returns a new one),
+  saved as JSON + NPY.
+- :class:`UsageMemoryStage` (stage type ``usage_memory``): the memory as a pipeline stage. ``Engine.learn``
+  adds one when the pipeline has none.
+
+Example:
+    >>> from toolrerank_plugins import Engine, EngineConfig
+    >>> from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
+    >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+    >>> report = engine.learn([UsageRecord("mail my landlord about the rent", relevant=("Mail/PostBox/send_email",))])
+    >>> report["learned"], report["memory_size"]
+    (1, 1)
+    >>> engine.search("mail my landlord about the rent", top_k=1)[0].id
+    'Mail/PostBox/send_email'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolrerank_plugins.errors import ConfigError, PersistenceError, ToolRerankError
+from toolrerank_plugins.graph.traces import mine_trace_edges
+from toolrerank_plugins.records import Edge, LabelledQuery, ScoredTool, check_text, renumber, stable_id
+from toolrerank_plugins.stages import LearnResult, Stage, StageContext, StageType
+
+try:  # POSIX advisory locks (several processes appending to one log); absent on Windows
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    _fcntl = None  # type: ignore[assignment]
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "USAGE_EDGE_ORIGIN",
+    "UsageLog",
+    "UsageLogError",
+    "UsageMemory",
+    "UsageMemoryConfig",
+    "UsageMemoryStage",
+    "UsageRecord",
+    "UsageRecorder",
+    "as_usage_records",
+    "read_usage_log",
+    "records_to_queries",
+    "write_usage_log",
+]
+
+#: ``origin`` of the co-usage edges :meth:`Engine.learn` adds to the catalog (TGR reads catalog edges).
+USAGE_EDGE_ORIGIN = "usage"
+MEMORY_FILE = "usage_memory.json"
+VECTORS_FILE = "vectors.npy"
+MEMORY_FORMAT = 1
+
+
+class UsageLogError(ToolRerankError, ValueError):
+    """A usage log line or record is malformed (names the file and line, or the record)."""
+
+
+# -- records -----------------------------------------------------------------------------------------
+def _ids(value: Any, what: str, where: str) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise UsageLogError(f"{where}: {what!r} must be a list of tool ids, got {type(value).__name__}")
+    for v in value:
+        if not isinstance(v, str) or not v:
+            raise UsageLogError(f"{where}: {what!r} must hold non-empty tool id strings, got {v!r:.60}")
+        _check(v, f"{where}: {what!r}")
+    return tuple(value)
+
+
+def _check(text: str, where: str) -> None:
+    try:
+        check_text(text, where)
+    except ValueError as exc:
+        raise UsageLogError(str(exc)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """One logged request and the tools that served it.
+
+    Attributes:
+        query: the request text (the user's turn).
+        relevant: the tools that served the request. Defaults to the distinct ``calls`` that did not fail.
+        calls: every tool called for it, in order (failed calls included), or None.
+        failed: the tools whose call failed (they never count as serving the request).
+        success: whether the request was served; a failed request teaches nothing (kept for the record).
+        id: a stable id (default: sha256 of the content), used by :meth:`UsageRecorder.forget`.
+        ts: when it happened (seconds since the epoch), or None.
+        split: the ``queries.jsonl`` split when the record came from a benchmark file.
+
+    Example:
+        >>> r = UsageRecord("weather in Oslo", calls=("geocode", "forecast", "forecast"), failed=("geocode",))
+        >>> r.relevant, r.served
+        (('forecast',), ('forecast',))
+    """
+
+    query: str
+    relevant: tuple[str, ...] = ()
+    calls: tuple[str, ...] | None = None
+    failed: tuple[str, ...] = ()
+    success: bool = True
+    id: str = ""
+    ts: float | None = None
+    split: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.query, str):
+            raise UsageLogError(f"usage record: 'query' must be a string, got {type(self.query).__name__}")
+        where = f"usage record {self.id or self.query[:40]!r}"
+        _check(self.query, f"{where}: 'query'")
+        object.__setattr__(self, "relevant", _ids(self.relevant, "relevant", where))
+        if self.calls is not None:
+            object.__setattr__(self, "calls", _ids(self.calls, "calls", where))
+        object.__setattr__(self, "failed", _ids(self.failed, "failed", where))
+        if not isinstance(self.success, bool):
+            raise UsageLogError(f"{where}: 'success' must be true or false, got {self.success!r:.40}")
+        if self.ts is not None and (
+            isinstance(self.ts, bool) or not isinstance(self.ts, (int, float)) or not math.isfinite(self.ts)
+        ):
+            raise UsageLogError(f"{where}: 'ts' must be a number (seconds since the epoch) or null")
+        if self.split is not None and not isinstance(self.split, str):
+            raise UsageLogError(f"{where}: 'split' must be a string or null")
+        if not self.relevant and self.calls:
+            bad = set(self.failed)
+            object.__setattr__(self, "relevant", tuple(dict.fromkeys(c for c in self.calls if c not in bad)))
+        if not isinstance(self.id, str):
+            raise UsageLogError(f"{where}: 'id' must be a string")
+        if not self.id:
+            payload = {"query": self.query, "relevant": list(self.relevant), "calls": self.calls, "ts": self.ts}
+            object.__setattr__(self, "id", stable_id(payload))
+        _check(self.id, f"{where}: 'id'")
+
+    @property
+    def served(self) -> tuple[str, ...]:
+        """The tools that served this request: ``relevant`` minus failed calls; () when it failed."""
+        if not self.success:
+            return ()
+        bad = set(self.failed)
+        return tuple(t for t in dict.fromkeys(self.relevant) if t not in bad)
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """The served tools in call order (for co-usage edges): ``calls`` without failures, else ``relevant``."""
+        served = set(self.served)
+        if self.calls:
+            return tuple(c for c in self.calls if c in served)
+        return self.served
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSONL record (readable by :func:`~toolrerank_plugins.loaders.load_queries` too)."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "query": self.query,
+            "relevant": list(self.relevant),
+            "calls": None if self.calls is None else list(self.calls),
+            "success": self.success,
+        }
+        if self.failed:
+            out["failed"] = list(self.failed)
+        if self.ts is not None:
+            out["ts"] = self.ts
+        if self.split is not None:
+            out["split"] = self.split
+        return out
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], where: str = "usage record") -> UsageRecord:
+        """A record from one JSON object (a usage log line or a ``queries.jsonl`` line).
+
+        Raises:
+            UsageLogError: a field is missing or has the wrong type; the message starts with ``where``.
+        """
+        if not isinstance(obj, Mapping):
+            raise UsageLogError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+        query = obj.get("query")
+        if not isinstance(query, str):
+            raise UsageLogError(f"{where}: record has no 'query' string")
+        relevant = obj.get("relevant")
+        calls = obj.get("calls")
+        if relevant is None and calls is None:
+            raise UsageLogError(f"{where}: record needs 'relevant' or 'calls' (the tools that served it)")
+        rid = obj.get("id", "")
+        if isinstance(rid, int) and not isinstance(rid, bool):
+            rid = str(rid)
+        success = obj.get("success", True)
+        try:
+            return cls(
+                query=query,
+                relevant=_ids(relevant, "relevant", where) if relevant is not None else (),
+                calls=_ids(calls, "calls", where) if calls is not None else None,
+                failed=_ids(obj.get("failed") or [], "failed", where),
+                success=success if success is not None else True,
+                id=rid if rid is not None else "",
+                ts=obj.get("ts"),
+                split=obj.get("split"),
+            )
+        except UsageLogError as exc:
+            msg = str(exc)
+            raise UsageLogError(msg if msg.startswith(where) else f"{where}: {msg}") from None
+
+
+def as_usage_records(items: Iterable[Any]) -> list[UsageRecord]:
+    """``items`` as :class:`UsageRecord` s: records, :class:`LabelledQuery` s (benchmark queries) or dicts.
+
+    Raises:
+        TypeError: ``items`` is a single string or record, or holds something else.
+        UsageLogError: a dict is not a valid record (names its position).
+    """
+    if isinstance(items, (str, bytes, Mapping, UsageRecord, LabelledQuery)):
+        raise TypeError(f"records must be an iterable of usage records, not a single {type(items).__name__}")
+    out: list[UsageRecord] = []
+    for i, item in enumerate(items):
+        if isinstance(item, UsageRecord):
+            out.append(item)
+        elif isinstance(item, LabelledQuery):
+            out.append(UsageRecord(item.query, relevant=item.relevant, calls=item.calls, id=item.id, split=item.split))
+        elif isinstance(item, Mapping):
+            out.append(UsageRecord.from_dict(item, f"record {i + 1}"))
+        else:
+            raise TypeError(f"record {i + 1}: expected a UsageRecord, LabelledQuery or dict, got {type(item).__name__}")
+    return out
+
+
+def records_to_queries(records: Iterable[UsageRecord], catalog: Any = None) -> list[LabelledQuery]:
+    """The labelled queries a log teaches (training data for ``toolrerank train``): one per served record,
+    ``relevant`` = the tools that served it (restricted to ``catalog`` when given), ``calls`` = their order."""
+    out = []
+    for r in records:
+        served = [t for t in r.served if catalog is None or t in catalog]
+        if not served or not r.query.strip():
+            continue
+        order = tuple(t for t in r.order if t in set(served))
+        out.append(LabelledQuery(r.id, r.query, tuple(served), r.split, None, order or None))
+    return out
+
+
+# -- the log file ------------------------------------------------------------------------------------
+@dataclass
+class UsageLog:
+    """What :func:`read_usage_log` read: the records, and the lines it skipped (``on_error="skip"``)."""
+
+    records: list[UsageRecord]
+    n_lines: int = 0
+    n_skipped: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    try:
+        fh = path.open("r", encoding="utf-8", errors="surrogateescape")
+    except OSError as exc:
+        raise UsageLogError(f"{path}: cannot open the usage log ({exc})") from exc
+    with fh:
+        yield from enumerate(fh, start=1)
+
+
+def read_usage_log(
+    path: str | Path,
+    *,
+    split: str | Iterable[str] | None = None,
+    on_error: Literal["raise", "skip"] = "raise",
+) -> UsageLog:
+    """Read a usage log (or a ``queries.jsonl`` / a folder holding one), optionally one ``split``.
+
+    A malformed line raises :class:`UsageLogError` naming ``file:line`` and the problem; with
+    ``on_error="skip"`` it is skipped, counted (``n_skipped``) and described in ``problems`` (first 20).
+    Unknown tool ids are not checked here (the log does not know the catalog): :meth:`Engine.learn`
+    skips and counts them.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "queries.jsonl"
+    splits = None if split is None else ({split} if isinstance(split, str) else set(split))
+    log = UsageLog([])
+    for lineno, line in _lines(path):
+        log.n_lines = lineno
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            if "\udc80" <= max(line) and re.search("[\udc80-\udcff]", line):
+                raise UsageLogError(f"{where}: not valid UTF-8")
+            try:
+                obj = json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise UsageLogError(f"{where}: not a JSON object ({type(exc).__name__}: {exc})") from None
+            record = UsageRecord.from_dict(obj, where)
+        except UsageLogError as exc:
+            if on_error == "raise":
+                raise
+            log.n_skipped += 1
+            if len(log.problems) < 20:
+                log.problems.append(str(exc))
+            continue
+        if splits is not None and record.split not in splits:
+            continue
+        log.records.append(record)
+    return log
+
+
+def write_usage_log(records: Iterable[UsageRecord], path: str | Path) -> Path:
+    """Write ``records`` as a usage log (atomically: a temporary file replaces ``path``)."""
+    path = Path(path)
+    _replace_file(path, (json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records))
+    return path
+
+
+def _replace_file(path: Path, lines: Iterable[str]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            for line in lines:
+                fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class UsageRecorder:
+    """Appends usage records to a JSONL log; opt-in (nothing records unless you create one).
+
+    Safe across threads (a lock) and processes (an advisory ``flock`` on ``<log>.lock``): each record is one
+    ``write`` of one line. :meth:`forget` removes records and rewrites the file atomically.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> log = pathlib.Path(tempfile.mkdtemp()) / "usage.jsonl"
+        >>> rec = UsageRecorder(log)
+        >>> r = rec.record("weather in Oslo", calls=["Weather/SkyCast/forecast"], ts=0.0)
+        >>> rec.forget(r.id), len(rec.read().records)
+        (1, 0)
+    """
+
+    def __init__(self, path: str | Path, *, fsync: bool = False) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _locked(self) -> _FileLock:
+        return _FileLock(self.path.with_name(self.path.name + ".lock"), self._lock)
+
+    def record(
+        self,
+        query: str,
+        calls: Sequence[str] = (),
+        *,
+        failed: Sequence[str] = (),
+        relevant: Sequence[str] | None = None,
+        success: bool | None = None,
+        id: str = "",
+        ts: float | None = None,
+    ) -> UsageRecord:
+        """Log one request: the tools called (in order) and those whose call failed.
+
+        ``success`` defaults to "some call succeeded"; ``ts`` to now.
+        """
+        bad = set(failed)
+        if success is None:
+            success = any(c not in bad for c in calls) or bool(relevant)
+        record = UsageRecord(
+            query,
+            relevant=tuple(relevant or ()),
+            calls=tuple(calls),
+            failed=tuple(dict.fromkeys(failed)),
+            success=success,
+            id=id,
+            ts=time.time() if ts is None else ts,
+        )
+        self.append(record)
+        return record
+
+    def append(self, record: UsageRecord) -> None:
+        """Append one record (one line, one write)."""
+        line = json.dumps(record.to_dict(), ensure_ascii=False) + "\n"
+        with self._locked():
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line)
+                fh.flush()
+                if self.fsync:
+                    os.fsync(fh.fileno())
+
+    def read(self, *, on_error: Literal["raise", "skip"] = "raise") -> UsageLog:
+        """The records logged so far."""
+        if not self.path.exists():
+            return UsageLog([])
+        with self._locked():
+            return read_usage_log(self.path, on_error=on_error)
+
+    def forget(self, target: str | Iterable[str] | Callable[[UsageRecord], bool]) -> int:
+        """Remove records by id (one or several) or by predicate; returns how many were removed.
+
+        The log is rewritten atomically (a temporary file replaces it), so a crash leaves the old or the new
+        log. Lines that are not valid records are kept as they are.
+        """
+        if callable(target):
+            pred = target
+        else:
+            ids = {target} if isinstance(target, str) else set(target)
+            pred = lambda r: r.id in ids  # noqa: E731
+        if not self.path.exists():
+            return 0
+        with self._locked():
+            kept: list[str] = []
+            removed = 0
+            for lineno, line in _lines(self.path):
+                if not line.strip():
+                    continue
+                try:
+                    record = UsageRecord.from_dict(json.loads(line), f"{self.path}:{lineno}")
+                except (UsageLogError, json.JSONDecodeError, RecursionError):
+                    kept.append(line if line.endswith("\n") else line + "\n")
+                    continue
+                if pred(record):
+                    removed += 1
+                else:
+                    kept.append(line if line.endswith("\n") else line + "\n")
+            if removed:
+                _replace_file(self.path, kept)
+            return removed
+
+
+class _FileLock:
+    """A thread lock plus an exclusive ``flock`` on a sidecar file (no-op where there is no flock)."""
+
+    def __init__(self, path: Path, lock: threading.Lock) -> None:
+        self.path = path
+        self.lock = lock
+        self.fd: int | None = None
+
+    def __enter__(self) -> _FileLock:
+        self.lock.acquire()
+        try:
+            if _fcntl is not None:
+                self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+                _fcntl.flock(self.fd, _fcntl.LOCK_EX)
+        except BaseException:
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
+            self.lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.fd is not None:
+                os.close(self.fd)  # closing releases the flock
+                self.fd = None
+        finally:
+            self.lock.release()
+
+
+# -- lexical similarity ------------------------------------------------------------------------------
+_TOKEN = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "a an and are as at be by can could do does for from get have how i if in is it me my of on or please "
+    "some that the this to want was what when where which who will with would you your".split()
+)
+
+
+def _tokens(text: str) -> list[str]:
+    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOP and len(t) > 1]
+
+
+class _Lexical:
+    """TF-IDF cosine over past requests (sublinear tf, smooth idf, l2-normalised): an absolute similarity in
+    [0, 1], so a threshold means the same for every memory size. Postings are numpy arrays per term."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        docs = [Counter(_tokens(t)) for t in texts]
+        df: Counter[str] = Counter()
+        for d in docs:
+            df.update(d.keys())
+        n = len(texts)
+        self.idf = {t: math.log((1 + n) / (1 + c)) + 1.0 for t, c in df.items()}
+        rows: dict[str, list[int]] = {}
+        vals: dict[str, list[float]] = {}
+        for i, d in enumerate(docs):
+            w = {t: (1.0 + math.log(c)) * self.idf[t] for t, c in d.items()}
+            norm = math.sqrt(sum(v * v for v in w.values())) or 1.0
+            for t, v in w.items():
+                rows.setdefault(t, []).append(i)
+                vals.setdefault(t, []).append(v / norm)
+        self.postings = {t: (np.asarray(rows[t], dtype=np.int64), np.asarray(vals[t], dtype=np.float32)) for t in rows}
+        self.n = n
+
+    def similarities(self, query: str) -> np.ndarray:
+        scores = np.zeros(self.n, dtype=np.float32)
+        counts = Counter(t for t in _tokens(query) if t in self.idf)
+        if not counts:
+            return scores
+        w = {t: (1.0 + math.log(c)) * self.idf[t] for t, c in counts.items()}
+        norm = math.sqrt(sum(v * v for v in w.values()))
+        for t, v in w.items():
+            rows, vals = self.postings[t]
+            scores[rows] += vals * np.float32(v / norm)
+        return scores
+
+
+# -- the memory --------------------------------------------------------------------------------------
+class UsageMemory:
+    """Past requests, their vectors and lexical index, the tools that served each, use and co-use counts.
+
+    Immutable: :meth:`added` and :meth:`without` return new memories (searches may be using this one).
+    Vectors come from the engine's embedder (``StageContext.query_vectors``, the same function the dense
+    first stage encodes queries with), so a memory is tied to its encoder (``encoder``, checked on load).
+    """
+
+    def __init__(
+        self,
+        texts: Sequence[str] = (),
+        tools: Sequence[Sequence[str]] = (),
+        vectors: np.ndarray | None = None,
+        ids: Sequence[str] = (),
+        ts: Sequence[float | None] = (),
+        *,
+        encoder: str | None = None,
+        order: Sequence[Sequence[str]] | None = None,
+    ) -> None:
+        self.texts: tuple[str, ...] = tuple(texts)
+        self.tools: tuple[tuple[str, ...], ...] = tuple(tuple(t) for t in tools)
+        self.order: tuple[tuple[str, ...], ...] = tuple(tuple(o) for o in order) if order is not None else self.tools
+        self.ids: tuple[str, ...] = tuple(ids)
+        self.ts: tuple[float | None, ...] = tuple(ts) if ts else (None,) * len(self.texts)
+        self.vectors = (
+            np.zeros((0, 0), dtype=np.float32) if vectors is None else np.ascontiguousarray(vectors, np.float32)
+        )
+        self.encoder = encoder
+        n = len(self.texts)
+        if not (len(self.tools) == len(self.ids) == len(self.ts) == len(self.order) == n) or len(self.vectors) != n:
+            raise ValueError("UsageMemory: texts, tools, ids, ts and vectors must have one entry per request")
+        self._id_set = frozenset(self.ids)
+        self.lexical = _Lexical(self.texts)
+        self.tool_counts: Counter[str] = Counter(t for ts_ in self.tools for t in ts_)
+        self.co_usage: Counter[tuple[str, str]] = Counter()
+        for tools_ in self.tools:
+            uniq = sorted(set(tools_))
+            for i, a in enumerate(uniq):
+                for b in uniq[i + 1 :]:
+                    self.co_usage[(a, b)] += 1
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self._id_set
+
+    @property
+    def tool_ids(self) -> frozenset[str]:
+        """Every tool some past request used."""
+        return frozenset(self.tool_counts)
+
+    def used_with(self, tool_id: str, n: int = 3) -> list[tuple[str, int]]:
+        """The tools most often used together with ``tool_id`` for one request, with counts."""
+        pairs = [((b if a == tool_id else a), c) for (a, b), c in self.co_usage.items() if tool_id in (a, b)]
+        return sorted(pairs, key=lambda p: (-p[1], p[0]))[:n]
+
+    def added(
+        self,
+        records: Sequence[UsageRecord],
+        tools: Sequence[Sequence[str]],
+        vectors: np.ndarray,
+        *,
+        encoder: str | None,
+        order: Sequence[Sequence[str]] | None = None,
+    ) -> UsageMemory:
+        """A new memory holding this one's requests plus ``records`` (served by ``tools``, encoded as ``vectors``)."""
+        if self.encoder is not None and encoder is not None and encoder != self.encoder and len(self):
+            raise ConfigError(
+                f"the usage memory was encoded with {self.encoder!r} but the engine now encodes with {encoder!r}; "
+                "relearn the log into an engine without a usage memory (toolrerank learn --rebuild)"
+            )
+        vecs = vectors if not len(self) else np.concatenate([self.vectors, vectors]).astype(np.float32)
+        return UsageMemory(
+            self.texts + tuple(r.query for r in records),
+            self.tools + tuple(tuple(t) for t in tools),
+            vecs,
+            self.ids + tuple(r.id for r in records),
+            self.ts + tuple(r.ts for r in records),
+            encoder=encoder or self.encoder,
+            order=self.order + tuple(tuple(o) for o in (order if order is not None else tools)),
+        )
+
+    def without(self, record_ids: Iterable[str]) -> UsageMemory:
+        """A new memory without these records (forgotten)."""
+        gone = set(record_ids)
+        keep = [i for i, rid in enumerate(self.ids) if rid not in gone]
+        return self.subset(keep)
+
+    def subset(self, rows: Sequence[int]) -> UsageMemory:
+        """A new memory of these rows only (e.g. a prefix of the log: a learning curve)."""
+        rows = list(rows)
+        return UsageMemory(
+            [self.texts[i] for i in rows],
+            [self.tools[i] for i in rows],
+            self.vectors[rows] if len(self) else None,
+            [self.ids[i] for i in rows],
+            [self.ts[i] for i in rows],
+            encoder=self.encoder,
+            order=[self.order[i] for i in rows],
+        )
+
+    def neighbours(
+        self, query: str, vector: np.ndarray | None, config: UsageMemoryConfig
+    ) -> list[tuple[int, float, float, float]]:
+        """The past requests similar to ``query``: ``(row, similarity, dense, lexical)``, most similar first,
+        at most ``config.neighbours`` and only those at or above ``config.min_similarity``."""
+        if not len(self):
+            return []
+        lex = self.lexical.similarities(query)
+        if vector is not None and self.vectors.shape[1] == len(vector):
+            dense = self.vectors @ np.asarray(vector, dtype=np.float32)
+        else:
+            dense = np.zeros(len(self), dtype=np.float32)
+        a = config.dense_weight if vector is not None else 0.0
+        sim = a * dense + (1.0 - a) * lex
+        k = min(config.neighbours, len(sim))
+        top = np.argpartition(-sim, k - 1)[:k] if k < len(sim) else np.arange(len(sim))
+        top = top[np.lexsort((top, -sim[top]))]
+        return [(int(i), float(sim[i]), float(dense[i]), float(lex[i])) for i in top if sim[i] >= config.min_similarity]
+
+    def votes(
+        self, neighbours: Sequence[tuple[int, float, float, float]], config: UsageMemoryConfig
+    ) -> dict[str, float]:
+        """Each tool's vote from ``neighbours``, in [0, 1]: a past request weighs
+        ``w = ((sim - min_similarity) / (1 - min_similarity)) ** sharpness`` and shares it among the tools
+        that served it (``/ n_tools ** share_exponent``); a tool's vote is its share of the total weight
+        times the largest ``w`` (how close the closest past request is)."""
+        lo = config.min_similarity
+        out: dict[str, float] = {}
+        total = top = 0.0
+        for row, sim, _, _ in neighbours:
+            tools = self.tools[row]
+            if not tools:
+                continue
+            w = (max(sim - lo, 0.0) / max(1.0 - lo, 1e-6)) ** config.sharpness
+            total += w
+            top = max(top, w)
+            share = w / len(tools) ** config.share_exponent
+            for t in tools:
+                out[t] = out.get(t, 0.0) + share
+        if total <= 0:
+            return {}
+        return {t: min(1.0, v / total) * top for t, v in out.items()}
+
+    # -- persistence ---------------------------------------------------------------------------------
+    def save(self, folder: Path) -> None:
+        """``usage_memory.json`` (texts, tools, ids, ts, encoder) + ``vectors.npy`` (``allow_pickle=False``)."""
+        meta = {
+            "format": MEMORY_FORMAT,
+            "encoder": self.encoder,
+            "n": len(self),
+            "dim": int(self.vectors.shape[1]) if len(self) else 0,
+            "requests": [
+                {"id": i, "query": q, "tools": list(t), "order": list(o), "ts": ts}
+                for i, q, t, o, ts in zip(self.ids, self.texts, self.tools, self.order, self.ts)
+            ],
+        }
+        (folder / MEMORY_FILE).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+        np.save(folder / VECTORS_FILE, self.vectors, allow_pickle=False)
+
+    @classmethod
+    def load(cls, folder: Path) -> UsageMemory:
+        """Read what :meth:`save` wrote; a corrupt file raises :class:`PersistenceError` naming it."""
+        mfile, vfile = folder / MEMORY_FILE, folder / VECTORS_FILE
+        try:
+            meta = json.loads(mfile.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            raise PersistenceError(f"{mfile}: missing or corrupt usage memory ({type(exc).__name__}: {exc})") from exc
+        if not isinstance(meta, dict) or meta.get("format") != MEMORY_FORMAT:
+            raise PersistenceError(f"{mfile}: not a usage memory of format {MEMORY_FORMAT}")
+        reqs = meta.get("requests")
+        encoder = meta.get("encoder")
+        if not isinstance(reqs, list) or (encoder is not None and not isinstance(encoder, str)):
+            raise PersistenceError(f"{mfile}: corrupt usage memory ('requests' must be a list)")
+        texts, tools, order, ids, tss = [], [], [], [], []
+        for i, r in enumerate(reqs):
+            ok = (
+                isinstance(r, dict)
+                and isinstance(r.get("id"), str)
+                and isinstance(r.get("query"), str)
+                and all(
+                    isinstance(x, list) and all(isinstance(t, str) for t in x) for x in (r.get("tools"), r.get("order"))
+                )
+                and (r.get("ts") is None or (isinstance(r["ts"], (int, float)) and not isinstance(r["ts"], bool)))
+            )
+            if not ok:
+                raise PersistenceError(f"{mfile}: corrupt usage memory (request {i + 1} is malformed)")
+            texts.append(r["query"])
+            tools.append(r["tools"])
+            order.append(r["order"])
+            ids.append(r["id"])
+            tss.append(r["ts"])
+        try:
+            vectors = np.load(vfile, allow_pickle=False)
+        except (OSError, ValueError, EOFError, SyntaxError, MemoryError) as exc:
+            raise PersistenceError(f"{vfile}: missing or corrupt vectors ({type(exc).__name__}: {exc})") from exc
+        if (
+            not isinstance(vectors, np.ndarray)
+            or vectors.ndim != 2
+            or vectors.dtype.kind != "f"
+            or len(vectors) != len(texts)
+            or (len(texts) and vectors.shape[1] != meta.get("dim"))
+            or not np.isfinite(vectors).all()
+        ):
+            raise PersistenceError(f"{vfile}: corrupt vectors (expected {len(texts)} finite rows of {meta.get('dim')})")
+        if len(set(ids)) != len(ids):
+            raise PersistenceError(f"{mfile}: corrupt usage memory (a request id repeats)")
+        return cls(texts, tools, vectors if len(texts) else None, ids, tss, encoder=encoder, order=order)
+
+
+# -- the stage ---------------------------------------------------------------------------------------
+class UsageMemoryConfig(BaseModel):
+    """Parameters of the ``usage_memory`` stage (fusion knobs chosen on train splits: ``docs/benchmarks/usage.md``).
+
+    Attributes:
+        neighbours: how many similar past requests vote.
+        min_similarity: a past request below this similarity does not vote (an irrelevant memory changes
+            nothing); similarity = ``dense_weight`` * dense cosine + (1 - ``dense_weight``) * TF-IDF cosine.
+        dense_weight: weight of the dense similarity (the rest is lexical).
+        weight: weight of the memory's votes against the ranking's reciprocal ranks.
+        rrf_k: the ranking contributes ``1 / (rrf_k + rank)``.
+        sharpness: a vote is ``((sim - min_similarity) / (1 - min_similarity)) ** sharpness``.
+        share_exponent: a past request's vote is divided by ``n_tools ** share_exponent``.
+        min_support: co-usage edges need this many requests using both tools.
+        trace_neighbours: similar past requests listed in the trace.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    neighbours: int = Field(10, ge=1)
+    min_similarity: float = Field(0.5, ge=0.0, lt=1.0)
+    dense_weight: float = Field(0.9, ge=0.0, le=1.0)
+    weight: float = Field(2.0, ge=0.0)
+    rrf_k: int = Field(5, ge=1)
+    sharpness: float = Field(1.0, gt=0.0)
+    share_exponent: float = Field(0.5, ge=0.0)
+    min_support: int = Field(2, ge=1)
+    trace_neighbours: int = Field(3, ge=0)
+
+
+class UsageMemoryStage(Stage):
+    """Past requests similar to the query vote for the tools that served them; votes are fused with the
+    ranking the stage receives (``1/(rrf_k + rank) + weight * vote``). No similar past request: the
+    candidates come back unchanged (the same objects)."""
+
+    def __init__(self, config: UsageMemoryConfig, memory: UsageMemory | None = None) -> None:
+        self.name = "usage_memory"
+        self.config = config
+        self.memory = memory or UsageMemory()
+
+    # -- learning --------------------------------------------------------------------------------------
+    def learn(self, records: Sequence[Any], ctx: StageContext, *, forget: Iterable[str] = ()) -> LearnResult:
+        """Add ``records`` to the memory (a new memory: copy-on-write) and say what the catalog learns:
+        the seen tools of the served records and the co-usage edges of the whole memory."""
+        t0 = time.perf_counter()
+        recs = as_usage_records(records)
+        memory = self.memory.without(forget) if forget else self.memory
+        n_forgotten = len(self.memory) - len(memory)
+        catalog = ctx.catalog
+        unknown: Counter[str] = Counter()
+        fresh: list[UsageRecord] = []
+        tools: list[tuple[str, ...]] = []
+        order: list[tuple[str, ...]] = []
+        n_dup = n_failed = n_blank = n_no_tools = 0
+        batch_ids: set[str] = set()
+        for r in recs:
+            if r.id in memory or r.id in batch_ids:
+                n_dup += 1
+                continue
+            batch_ids.add(r.id)
+            if not r.query.strip():
+                n_blank += 1
+                continue
+            if not r.success:
+                n_failed += 1
+                continue
+            served = [t for t in r.served if t in catalog]
+            unknown.update(t for t in r.served if t not in catalog)
+            if not served:
+                n_no_tools += 1
+                continue
+            fresh.append(r)
+            tools.append(tuple(served))
+            order.append(tuple(t for t in r.order if t in catalog))
+        t_enc = time.perf_counter()
+        if fresh:
+            vectors = np.asarray(ctx.query_vectors([r.query for r in fresh]), dtype=np.float32)
+            memory = memory.added(fresh, tools, vectors, encoder=ctx.embedder.model_id, order=order)
+        enc_s = time.perf_counter() - t_enc
+        self.memory = memory
+        seen = frozenset(catalog[t].tool_key for ts_ in tools for t in ts_)
+        edges = self.co_usage_edges(ctx)
+        report = {
+            "records": len(recs),
+            "learned": len(fresh),
+            "skipped_duplicate": n_dup,
+            "skipped_failed": n_failed,
+            "skipped_blank": n_blank,
+            "skipped_no_known_tool": n_no_tools,
+            "unknown_tool_ids": sum(unknown.values()),
+            "unknown_tools": sorted(unknown)[:10],
+            "forgotten": n_forgotten,
+            "memory_size": len(memory),
+            "encode_seconds": round(enc_s, 3),
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
+        if unknown:
+            logger.warning(
+                "learn: skipped %d call(s) of %d tool id(s) not in the catalog (e.g. %s)",
+                sum(unknown.values()),
+                len(unknown),
+                ", ".join(sorted(unknown)[:3]),
+            )
+        return LearnResult(seen_tools=seen, edges=tuple(edges), edge_origin=USAGE_EDGE_ORIGIN, report=report)
+
+    def co_usage_edges(self, ctx: StageContext) -> list[Edge]:
+        """Tools called in order for one request by at least ``min_support`` requests, as catalog edges
+        ``a -> b`` (b uses a first) weighted by ``support / uses of b`` (how often b's uses followed a)."""
+        mined = mine_trace_edges(self.memory.order, min_support=self.config.min_support, origin=USAGE_EDGE_ORIGIN)
+        if not mined:
+            return []
+        support: Counter[tuple[str, str]] = Counter()
+        for seq in self.memory.order:
+            first: dict[str, int] = {}
+            last: dict[str, int] = {}
+            for pos, t in enumerate(seq):
+                first.setdefault(t, pos)
+                last[t] = pos
+            for a, fa in first.items():
+                for b, lb in last.items():
+                    if a != b and fa < lb:
+                        support[(a, b)] += 1
+        uses = self.memory.tool_counts
+        out = []
+        for e in mined:
+            if e.source in ctx.catalog and e.target in ctx.catalog:
+                w = min(1.0, support[(e.source, e.target)] / max(uses[e.target], 1))
+                out.append(Edge(e.source, e.target, type="co_usage", origin=USAGE_EDGE_ORIGIN, weight=round(w, 4)))
+        return out
+
+    # -- query time --------------------------------------------------------------------------------
+    def run(
+        self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
+    ) -> list[ScoredTool]:
+        memory, cfg = self.memory, self.config
+        if not len(memory) or cfg.weight == 0:
+            return candidates
+        vector = None
+        if cfg.dense_weight > 0:
+            vector = np.asarray(ctx.query_vectors([query])[0], dtype=np.float32)
+        near = memory.neighbours(query, vector, cfg)
+        if not near:
+            trace["similar"] = []
+            return candidates
+        votes = {t: v for t, v in memory.votes(near, cfg).items() if t in ctx.catalog}
+        if not votes:
+            trace["similar"] = []
+            return candidates
+        trace["similar"] = [
+            {
+                "request": memory.texts[row][:200],
+                "similarity": round(sim, 4),
+                "dense": round(dense, 4),
+                "lexical": round(lex, 4),
+                "tools": list(memory.tools[row]),
+            }
+            for row, sim, dense, lex in near[: cfg.trace_neighbours]
+        ]
+        base = {c.id: c for c in candidates}
+        fused: dict[str, float] = {}
+        for rank, c in enumerate(candidates, start=1):
+            fused[c.id] = 1.0 / (cfg.rrf_k + rank) + cfg.weight * votes.get(c.id, 0.0)
+        inserted = []
+        for t, v in votes.items():
+            if t not in fused:
+                fused[t] = cfg.weight * v
+                inserted.append(t)
+        order = {c.id: i for i, c in enumerate(candidates)}
+        ranked = sorted(fused, key=lambda t: (-fused[t], order.get(t, len(order)), t))
+        out = []
+        for t in ranked:
+            given = base.get(t)
+            if given is None:
+                out.append(ScoredTool(ctx.catalog[t], fused[t], 0, {self.name: fused[t]}))
+            else:
+                out.append(given.with_stage(self.name, fused[t]))
+        top = sorted(votes.items(), key=lambda kv: -kv[1])[:5]
+        trace["votes"] = {t: round(v, 4) for t, v in top}
+        trace["inserted"] = inserted[:10]
+        trace["used_with"] = {t: [u for u, _ in memory.used_with(t)] for t, _ in top[:3] if memory.used_with(t)}
+        return renumber(out)
+
+    def save(self, path: Path) -> None:
+        self.memory.save(path)
+
+
+def _build(config: UsageMemoryConfig, ctx: StageContext, path: Path | None) -> UsageMemoryStage:
+    if path is not None and (path / MEMORY_FILE).exists():
+        return UsageMemoryStage(config, UsageMemory.load(path))
+    if path is not None:
+        raise PersistenceError(f"{path}: saved usage_memory stage has no {MEMORY_FILE}; the engine is incomplete")
+    return UsageMemoryStage(config)
+
+
+STAGE_TYPE = StageType(config_model=UsageMemoryConfig, factory=_build)
+
+
+# -- evaluation with a history -------------------------------------------------------------------------
+def memorised_split(per_query: Sequence[Mapping[str, Any]], log_texts: Iterable[str]) -> dict[str, Any]:
+    """Mean metrics of the evaluated queries whose text is identical to a logged request (``memorised``:
+    the memory has seen the answer) and of the others (``generalised``), from an evaluation's ``per_query``
+    rows (``query`` and ``metrics``)."""
+    texts = set(log_texts)
+    groups: dict[str, list[Mapping[str, float]]] = {"memorised": [], "generalised": []}
+    for row in per_query:
+        groups["memorised" if row["query"] in texts else "generalised"].append(row["metrics"])
+    out: dict[str, Any] = {}
+    for name, rows in groups.items():
+        means: dict[str, float] = {k: float(np.mean([r[k] for r in rows])) for k in (rows[0] if rows else {})}
+        means["n"] = len(rows)
+        out[name] = means
+    return out
