@@ -11,6 +11,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from langchain_toolrerank.agents import (
     AgentRun,
     DFSDTResult,
@@ -20,8 +22,17 @@ from langchain_toolrerank.agents import (
 )
 from langchain_toolrerank.compressors import ToolRerankCompressor
 from langchain_toolrerank.llms import ChatModelLLM
+from langchain_toolrerank.mcp import catalog_from_mcp_langchain_tools
 from langchain_toolrerank.retrievers import ToolRerankRetriever
 from langchain_toolrerank.tools import ToolSelector
+from toolrerank_plugins._extras import lazy_exports
+
+if TYPE_CHECKING:
+    from langchain_toolrerank.middleware import ToolRerankMiddleware
+
+# The middleware imports ``langchain`` (and langgraph): loaded on first use, so the retriever stays light.
+_LAZY_EXPORTS = {"ToolRerankMiddleware": "langchain_toolrerank.middleware"}
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY_EXPORTS)
 
 __all__ = [
     "AgentRun",
@@ -30,7 +41,9 @@ __all__ = [
     "DFSDTRunner",
     "ToolBenchRetriever",
     "ToolRerankCompressor",
+    "ToolRerankMiddleware",
     "ToolRerankRetriever",
     "ToolSelector",
+    "catalog_from_mcp_langchain_tools",
     "run_tool_calling_agent",
 ]

@@ -24,6 +24,7 @@ from toolrerank_plugins.interop import (
 from toolrerank_plugins.llm.base import Message
 from toolrerank_plugins.llm.wrapper import convert_messages
 from toolrerank_plugins.records import ScoredTool, ToolSpec, stable_id, thaw
+from toolrerank_plugins.selection import Turn
 
 
 def scored_to_document(st: ScoredTool, render: Callable[[ToolSpec], str]) -> Document:
@@ -122,3 +123,24 @@ def message_text(message: BaseMessage) -> str:
         elif isinstance(block, Mapping) and block.get("type") == "text":
             parts.append(str(block.get("text", "")))
     return "".join(parts)
+
+
+def to_turns(messages: Sequence[BaseMessage]) -> list[Turn]:
+    """A conversation as the core's :class:`~toolrerank_plugins.selection.Turn` records (system messages left
+    out; a tool result's list-of-names artifact, as a tool-search tool returns, becomes ``found``)."""
+    turns: list[Turn] = []
+    for m in messages:
+        if isinstance(m, HumanMessage):
+            turns.append(Turn("user", message_text(m)))
+        elif isinstance(m, AIMessage):
+            turns.append(Turn("assistant", message_text(m)))
+        elif isinstance(m, ToolMessage):
+            art = m.artifact
+            found = tuple(art) if isinstance(art, list) and all(isinstance(a, str) for a in art) else ()
+            turns.append(Turn("tool", message_text(m), tool_name=m.name, found=found))
+    return turns
+
+
+def tool_name(tool: Any) -> str | None:
+    """A ``BaseTool``'s name; ``None`` for anything else (a provider tool given as a dict)."""
+    return tool.name if isinstance(tool, BaseTool) else None

@@ -17,8 +17,9 @@ class ToolRerankCompressor(BaseDocumentCompressor):
 
     A document maps to the engine catalog's tool through ``metadata["tool_id"]``; a document without a
     known id becomes a tool described by its text. Returned documents are copies with ``tool_id``,
-    ``score``, ``rank`` and ``stage_scores`` added to their metadata. Use it inside
-    ``ContextualCompressionRetriever`` (from ``langchain``) or call :meth:`compress_documents` directly.
+    ``score``, ``rank`` and ``stage_scores`` added to their metadata. Call :meth:`compress_documents`
+    directly, chain it after any retriever, or use it in ``ContextualCompressionRetriever`` (package
+    ``langchain-classic`` in LangChain 1.x).
 
     Args:
         engine: the engine whose stages rerank (with no stages the order is kept).

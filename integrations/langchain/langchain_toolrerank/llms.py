@@ -7,6 +7,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
 
 from langchain_toolrerank._convert import message_text, to_chat_messages
 from toolrerank_plugins.llm.base import Message
@@ -19,6 +20,8 @@ class ChatModelLLM(LLMWrapper[BaseMessage, BaseMessage]):
 
     Args:
         model: any ``BaseChatModel`` (the agent's own model).
+        config: a ``RunnableConfig`` passed with every call (tags, metadata, callbacks), e.g. to mark the
+            stage calls as internal to a middleware.
 
     Example:
         >>> from langchain_core.language_models import GenericFakeChatModel
@@ -30,18 +33,19 @@ class ChatModelLLM(LLMWrapper[BaseMessage, BaseMessage]):
 
     label = "chat model"
 
-    def __init__(self, model: BaseChatModel) -> None:
+    def __init__(self, model: BaseChatModel, *, config: RunnableConfig | None = None) -> None:
         super().__init__(model)
         self.model = model
+        self.config = config
 
     def _messages(self, prompt: str | Sequence[Message]) -> list[BaseMessage]:
         return to_chat_messages(prompt)
 
     def _call(self, messages: list[BaseMessage], options: dict[str, Any]) -> BaseMessage:
-        return self.model.invoke(messages, **options)
+        return self.model.invoke(messages, self.config, **options)
 
     async def _acall(self, messages: list[BaseMessage], options: dict[str, Any]) -> BaseMessage:
-        return await self.model.ainvoke(messages, **options)
+        return await self.model.ainvoke(messages, self.config, **options)
 
     def _text(self, reply: BaseMessage) -> str:
         return message_text(reply)

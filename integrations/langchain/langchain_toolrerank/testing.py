@@ -5,6 +5,7 @@ Nothing here calls a network or a real model.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,6 +17,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
+
+from langchain_toolrerank._convert import message_text
 
 # Framework-neutral fakes live in the core; re-exported here for this package's tests and examples.
 from toolrerank_plugins.testing.agents import ToolScript
@@ -32,6 +35,10 @@ class ScriptedToolCallingModel(BaseChatModel):
     tools bound on the turn and the ``ToolMessage`` results so far.
 
     ``offered`` records the tool names bound on each turn; ``calls`` the tool calls it made.
+
+    ``replies`` answers other prompts, such as an LLM stage's: ``(regex, answer)`` pairs tried on the text of
+    the call's messages; a match answers ``answer`` as plain text and records the text in ``prompted``
+    (not in ``offered``).
     """
 
     plan: list[dict[str, Any]]
@@ -40,6 +47,8 @@ class ScriptedToolCallingModel(BaseChatModel):
     finish_tool_name: str = "Finish"
     offered: list[list[str]] = Field(default_factory=list)
     calls: list[str] = Field(default_factory=list)
+    replies: list[tuple[str, str]] = Field(default_factory=list)
+    prompted: list[str] = Field(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -75,6 +84,11 @@ class ScriptedToolCallingModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
+        text = "\n".join(message_text(m) for m in messages)
+        for pattern, answer in self.replies:
+            if re.search(pattern, text, re.S):
+                self.prompted.append(text)
+                return ChatResult(generations=[ChatGeneration(message=AIMessage(content=answer))])
         offered = [t["function"]["name"] for t in kwargs.get("tools", [])]
         self.offered.append(offered)
         return ChatResult(generations=[ChatGeneration(message=self._next(messages, offered))])

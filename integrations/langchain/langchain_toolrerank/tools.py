@@ -104,21 +104,22 @@ class ToolSelector(BaseToolSelector[BaseTool]):
         """``model.bind_tools`` with only the tools selected for ``query`` (plus ``extra_tools``)."""
         return model.bind_tools([*self.select(query, k), *extra_tools], **kwargs)
 
-    def search_tool(self, *, name: str = "search_tools", k: int = 3) -> BaseTool:
+    def search_tool(self, *, name: str = "search_tools", k: int = 3, llm: Any = None) -> BaseTool:
         """A tool the agent calls mid-episode to find more tools (the langgraph-bigtool pattern).
 
         Its content lists the found tools (name: description) for the model; its artifact is their names,
-        which the agent loop adds to the bound tools.
+        which the agent loop adds to the bound tools. ``llm``: an LLM port for the engine's LLM stages in
+        these searches (default: the registered one).
         """
 
         def _found(tools: Sequence[BaseTool]) -> tuple[str, list[str]]:
             return "\n".join(f"{t.name}: {t.description}" for t in tools) or "no tools found", [t.name for t in tools]
 
         def search(query: str) -> tuple[str, list[str]]:
-            return _found(self.find(query, k))
+            return _found(self.find(query, k, llm=llm))
 
         async def asearch(query: str) -> tuple[str, list[str]]:
-            return _found(await self.afind(query, k))
+            return _found(await self.afind(query, k, llm=llm))
 
         return StructuredTool.from_function(
             func=search,
