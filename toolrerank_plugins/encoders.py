@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -13,6 +15,34 @@ from toolrerank_plugins._extras import require
 from toolrerank_plugins.errors import ConfigError
 
 logger = logging.getLogger(__name__)
+
+_PROGRESS: ContextVar[bool | None] = ContextVar("toolrerank_encode_progress", default=None)
+
+
+@contextmanager
+def encode_progress(show: bool | None) -> Iterator[None]:
+    """Show (``True``) or hide (``False``) the progress bar of every encode in the block, in this thread or
+    task, unless the embedder or the call sets ``show_progress_bar`` itself; ``None`` changes nothing.
+
+    The CLI turns it on while ``toolrerank index`` builds on a terminal (encoding 47k APIs takes long).
+
+    Example:
+        >>> with encode_progress(True):
+        ...     progress_default()
+        True
+        >>> progress_default() is None
+        True
+    """
+    token = _PROGRESS.set(show)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
+def progress_default() -> bool | None:
+    """The progress setting of :func:`encode_progress` in effect here, or ``None``."""
+    return _PROGRESS.get()
 
 
 def default_model_path() -> Path:
@@ -69,7 +99,8 @@ class SentenceTransformerEmbedder:
         device: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"mps"``.
         batch_size: default encode batch size.
         max_length: max word pieces per text (the model truncates beyond it).
-        show_progress_bar: ``None`` shows it for long encodes when INFO logging is on.
+        show_progress_bar: ``None``: as :func:`encode_progress` says, else shown for long encodes (over
+            2,000 texts) when INFO logging is on.
         model_kwargs: passed to ``SentenceTransformer(model_kwargs=...)``.
         torch_threads: if set, ``torch.set_num_threads`` (process-wide) when the model loads.
     """
@@ -132,6 +163,8 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         show = show_progress_bar if show_progress_bar is not None else self.show_progress_bar
+        if show is None:
+            show = _PROGRESS.get()
         if show is None:
             show = len(texts) > 2000 and logger.isEnabledFor(logging.INFO)
         torch = require("torch")

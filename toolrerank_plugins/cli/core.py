@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,29 @@ DEMO_QUERIES = (
 )
 
 
+def _progress(args: argparse.Namespace) -> bool | None:
+    """Encoding progress: hidden with ``--quiet``, shown when stderr is a terminal, else the library default
+    (shown for long encodes at ``-v``)."""
+    if args.quiet:
+        return False
+    return True if sys.stderr.isatty() else None
+
+
 def cmd_index(args: argparse.Namespace) -> int:
+    from toolrerank_plugins.encoders import encode_progress
     from toolrerank_plugins.engine import Engine
 
     catalog = load_catalog(args.catalog)
+    config = engine_config(args)
+    progress = _progress(args)
+    if progress:
+        sys.stderr.write(
+            f"indexing {len(catalog)} APIs (pipeline {args.pipeline}); dense encoding on a CPU takes a while "
+            "(the 47k-API ToolBench catalog: 20-70 min on 2 cores)\n"
+        )
     t = time.perf_counter()
-    engine = Engine.build(catalog, engine_config(args))
+    with encode_progress(progress):
+        engine = Engine.build(catalog, config)
     secs = time.perf_counter() - t
     engine.save(args.out, overwrite=args.overwrite)
     out(f"indexed {len(catalog)} APIs in {len(catalog.tools())} tools ({secs:.1f}s) -> {args.out}")
@@ -80,6 +98,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
         catalog = load_catalog(args.catalog)
         engine = Engine.build(catalog, engine_config(args))
         build_s = time.perf_counter() - t
+    learned, log_texts = None, None
+    if args.usage_log:  # the log's requests are the past: learn them before evaluating the new ones
+        from toolrerank_plugins.cli.learn import load_log
+
+        log = load_log(args.usage_log, split=args.usage_split, skip_malformed=args.skip_malformed)
+        learned = engine.learn(log.records)
+        log_texts = {r.query for r in log.records}
+        out(
+            f"usage memory: learned {learned['learned']} of {learned['records']} records from {args.usage_log} "
+            f"in {learned['seconds']:.1f}s"
+        )
     queries_path = args.queries or args.catalog
     if not queries_path:
         raise ToolRerankError("eval needs --queries (or a --catalog directory holding queries.jsonl)")
@@ -95,6 +124,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     report.queries.update({"source": str(queries_path), "split": args.split})
     out(f"{engine!r}; {len(queries)} queries" + (f"; built in {build_s:.1f}s" if build_s else ""))
     out(report.format_table())
+    if learned is not None and log_texts is not None:
+        from toolrerank_plugins.usage import memorised_split
+
+        split = memorised_split(report.per_query, log_texts)
+        report.queries["usage_log"] = {
+            "source": str(args.usage_log),
+            "split": args.usage_split,
+            "learn": learned,
+            **split,
+        }
+        for name in ("memorised", "generalised"):
+            vals = split[name]
+            cells = ", ".join(f"{k} {100 * v:.1f}" for k, v in vals.items() if k != "n")
+            out(f"{name:<12} n={int(vals['n'])}" + (f": {cells}" if cells else ""))
     if args.output:
         Path(args.output).write_text(json.dumps(report.to_dict(), indent=1, ensure_ascii=False), encoding="utf-8")
         out(f"wrote {args.output}")
@@ -137,6 +180,9 @@ def add_parser(sub: Any) -> None:
         "--pipeline", default="dense", help=pipeline_help("pipeline name or engine config .json (default: dense)")
     )
     s.add_argument("--overwrite", action="store_true")
+    s.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bar (shown by default when stderr is a terminal)"
+    )
     s.set_defaults(func=cmd_index)
 
     s = sub.add_parser("search", help="search a saved engine")
@@ -159,6 +205,13 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries")
     s.add_argument("--batch-size", type=int, default=32, help="batch size of the throughput pass (0: skip)")
     s.add_argument("--output", help="write the full report as JSON")
+    s.add_argument(
+        "--usage-log",
+        help="a usage log (or queries.jsonl) learned as the past before evaluating (engine.learn); queries "
+        "identical to a log request are reported apart (memorised vs generalised)",
+    )
+    s.add_argument("--usage-split", default=None, help="only usage-log records of this split (e.g. train)")
+    s.add_argument("--skip-malformed", action="store_true", help="skip and count malformed usage-log lines")
     add_llm_arguments(s)
     s.set_defaults(func=cmd_eval)
 

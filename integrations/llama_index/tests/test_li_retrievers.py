@@ -92,3 +92,25 @@ def test_postprocessor_after_our_retriever(staged_engine):
     hits = ToolRerankRetriever(staged_engine, similarity_top_k=5).retrieve("log in")
     out = ToolRerankPostprocessor(engine=staged_engine, top_n=5).postprocess_nodes(hits, query_str="log in")
     assert {n.node.node_id for n in out} == {n.node.node_id for n in hits}
+
+
+def test_postprocessor_returns_a_tool_a_stage_brings_in_as_a_new_node():
+    # The hierarchy-aware toolrerank stage adds sibling APIs of the input's tools: delete_email was no input
+    # (this raised KeyError before).
+    from toolrerank_plugins.engine import Engine
+    from toolrerank_plugins.pipelines import pipeline_config
+
+    engine = Engine.build(tiny_catalog(), pipeline_config("bm25-hierarchy"))
+    ids = ["Mail/PostBox/send_email", "Weather/SkyCast/forecast", "Mail/PostBox/list_inbox"]
+    nodes = [
+        NodeWithScore(node=TextNode(id_=f"n{k}", text=engine.catalog[i].description, metadata={"tool_id": i}))
+        for k, i in enumerate(ids)
+    ]
+    post = ToolRerankPostprocessor(engine=engine, top_n=None)
+    out = post.postprocess_nodes(nodes, query_str="send an email to my boss")
+    assert [n.node.node_id for n in out] == ["n0", "n2", "Mail/PostBox/delete_email", "n1"]
+    added = out[2].node
+    assert added.metadata["tool_id"] == "Mail/PostBox/delete_email" and added.metadata["rank"] == 3
+    assert added.get_content() == engine.render(engine.catalog["Mail/PostBox/delete_email"])
+    asynced = asyncio.run(post.apostprocess_nodes(nodes, query_str="send an email to my boss"))
+    assert [n.node.metadata for n in asynced] == [n.node.metadata for n in out]

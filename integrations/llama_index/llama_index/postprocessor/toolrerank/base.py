@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from llama_index.core.bridge.pydantic import ConfigDict, Field
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
-from llama_index.retrievers.toolrerank._convert import node_to_spec, rescored_node
+from llama_index.retrievers.toolrerank._convert import node_to_spec, rescored_node, scored_to_node
 
 from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.records import ScoredTool, ToolSpec
@@ -18,7 +18,8 @@ class ToolRerankPostprocessor(BaseNodePostprocessor):
 
     A node maps to the engine catalog's tool through ``metadata["tool_id"]``; a node without a known id
     becomes a tool described by its text. Returned nodes are copies with ``tool_id``, ``score``, ``rank``
-    and ``stage_scores`` added to their metadata.
+    and ``stage_scores`` added to their metadata; a tool a stage brings in (a prerequisite, a sibling API)
+    comes back as a new node, as :class:`~llama_index.retrievers.toolrerank.ToolRerankRetriever` makes them.
 
     Args:
         engine: the engine whose stages rerank (with no stages the order is kept).
@@ -49,14 +50,14 @@ class ToolRerankPostprocessor(BaseNodePostprocessor):
     ) -> list[NodeWithScore]:
         query = _query(query_bundle)
         specs = [node_to_spec(n.node, self.engine.catalog) for n in nodes]
-        return _back_to_nodes(nodes, specs, self.engine.rerank(query, specs, top_k=self.top_n))
+        return _back_to_nodes(nodes, specs, self.engine.rerank(query, specs, top_k=self.top_n), self.engine)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         query = _query(query_bundle)
         specs = [node_to_spec(n.node, self.engine.catalog) for n in nodes]
-        return _back_to_nodes(nodes, specs, await self.engine.arerank(query, specs, top_k=self.top_n))
+        return _back_to_nodes(nodes, specs, await self.engine.arerank(query, specs, top_k=self.top_n), self.engine)
 
 
 def _query(query_bundle: QueryBundle | None) -> str:
@@ -66,9 +67,13 @@ def _query(query_bundle: QueryBundle | None) -> str:
 
 
 def _back_to_nodes(
-    nodes: Sequence[NodeWithScore], specs: Sequence[ToolSpec], ranked: Sequence[ScoredTool]
+    nodes: Sequence[NodeWithScore], specs: Sequence[ToolSpec], ranked: Sequence[ScoredTool], engine: Engine
 ) -> list[NodeWithScore]:
     by_id: dict[str, NodeWithScore] = {}
     for nws, spec in zip(nodes, specs):
         by_id.setdefault(spec.id, nws)  # the engine keeps a repeated id's first occurrence too
-    return [rescored_node(by_id[st.tool.id], st) for st in ranked]
+    # A stage may bring in a tool no input node stands for (a prerequisite, a sibling API): a new node.
+    return [
+        rescored_node(by_id[st.tool.id], st) if st.tool.id in by_id else scored_to_node(st, engine.render)
+        for st in ranked
+    ]

@@ -45,3 +45,9 @@ class LlamaIndexLLM(LLMWrapper[ChatMessage, ChatResponse]):
         usage = raw.get("usage") or {}
         get = usage.get if isinstance(usage, dict) else lambda k, d=0: getattr(usage, k, d)
         return int(get("prompt_tokens", 0) or 0), int(get("completion_tokens", 0) or 0)
+
+
+def as_llm_port(llm: Any) -> Any:
+    """``llm`` for the engine's LLM stages: a LlamaIndex ``LLM`` wrapped in :class:`LlamaIndexLLM`, anything
+    else (already an LLM port, or ``None``) as it is (the engine checks that it is a port)."""
+    return LlamaIndexLLM(llm) if isinstance(llm, LlamaLLM) else llm

@@ -1,9 +1,11 @@
-"""A tool retriever for LlamaIndex agents (``FunctionAgent`` / ``ReActAgent`` ``tool_retriever=``)."""
+"""A tool retriever for LlamaIndex agents (``FunctionAgent`` / ``ReActAgent`` / ``AgentWorkflow`` agents'
+``tool_retriever=``), and :func:`use_agent_llm`, which lets the agent's own LLM drive the LLM stages."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from llama_index.core.objects.base import ObjectRetriever
 from llama_index.core.objects.base_node_mapping import BaseObjectNodeMapping
@@ -11,10 +13,14 @@ from llama_index.core.schema import BaseNode, QueryBundle, QueryType, TextNode
 from llama_index.core.tools import BaseTool
 from llama_index.retrievers.toolrerank._convert import spec_to_tool, tool_to_spec
 from llama_index.retrievers.toolrerank.base import ToolRerankRetriever
+from llama_index.retrievers.toolrerank.llms import as_llm_port
 
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.interop import TOOL_ID, engine_for_tools, named_first, require_tools, tools_for_engine
+from toolrerank_plugins.records import ScoredTool
+
+T = TypeVar("T")
 
 
 class _ToolIdMapping(BaseObjectNodeMapping[BaseTool]):
@@ -44,22 +50,34 @@ class _ToolIdMapping(BaseObjectNodeMapping[BaseTool]):
         raise NotImplementedError("save the engine with engine.save(dir); tools are Python callables")
 
 
+#: the tool ``AgentWorkflow`` adds to each agent for handing off (llama-index-core's ``handoff`` function)
+HANDOFF_TOOL = "handoff"
+
+
 def _query_str(q: QueryType) -> str:
     return q if isinstance(q, str) else q.query_str if isinstance(q, QueryBundle) else str(q)
 
 
 class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
-    """Retrieve agent tools through the engine; pass it as ``tool_retriever=`` to ``FunctionAgent`` or
-    ``ReActAgent``.
+    """Retrieve agent tools through the engine; pass it as ``tool_retriever=`` to ``FunctionAgent``,
+    ``ReActAgent`` or an agent of an ``AgentWorkflow`` (one retriever per agent).
 
     These agents look a called tool up again by calling the tool retriever with the tool's *name* as the
-    query. So a query that is exactly a tool's name returns that tool first (then the search results):
-    a tool the agent was offered is always found.
+    query. So a query that is exactly a tool's name returns that tool first, then the first stage's ranking
+    for the name: a tool the agent was offered is always found. Such a lookup runs no stage, so executing
+    a tool costs no LLM call; the same holds for the names of the bound agent's own ``tools`` and of
+    ``AgentWorkflow``'s ``handoff`` tool, which the agents look up the same way. Any other query runs the
+    engine's whole pipeline.
+
+    The LLM stages of the pipeline (``query_generation``, ``qta_rewrite``, ``iterative_feedback``) run on
+    ``llm`` when given, else on the LLM of the agent the retriever serves once :func:`use_agent_llm` has
+    bound it, else on the registered LLM as usual (see ``docs/llm-stages.md``).
 
     Args:
         engine: engine over the tools' catalog.
         tools: the tools keyed by catalog id (a sequence is keyed by tool name, which is then the id).
         similarity_top_k: how many tools to offer per request.
+        llm: a separate (e.g. cheaper) LLM for the LLM stages: a LlamaIndex ``LLM`` or an LLM port.
 
     Example:
         >>> from llama_index.core.tools import FunctionTool
@@ -76,12 +94,22 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
     """
 
     def __init__(
-        self, engine: Engine, tools: Mapping[str, BaseTool] | Sequence[BaseTool], *, similarity_top_k: int = 5
+        self,
+        engine: Engine,
+        tools: Mapping[str, BaseTool] | Sequence[BaseTool],
+        *,
+        similarity_top_k: int = 5,
+        llm: Any = None,
     ) -> None:
         by_id = dict(tools) if isinstance(tools, Mapping) else {t.metadata.name or "": t for t in tools}
         require_tools(engine.catalog.ids, by_id, "ToolRerankToolRetriever.from_tools")
         self.engine = engine
         self.tools_by_name: dict[str, BaseTool] = {t.metadata.name or "": t for t in by_id.values()}
+        #: the separate LLM of the LLM stages (None: the bound agent's ``llm``)
+        self.llm = llm
+        self._tools_by_id = by_id
+        self._agent: Any = None
+        self._port: tuple[Any, Any] = (None, None)  # (LLM, its LLM port), replaced as one
         super().__init__(
             retriever=ToolRerankRetriever(engine, similarity_top_k), object_node_mapping=_ToolIdMapping(by_id)
         )
@@ -94,29 +122,109 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
         *,
         embedder: Embedder | None = None,
         similarity_top_k: int = 5,
+        llm: Any = None,
     ) -> ToolRerankToolRetriever:
         """Index LlamaIndex tools (names, descriptions, argument schemas) and retrieve among them."""
         engine = engine_for_tools(
             [tool_to_spec(t) for t in tools], config, embedder=embedder, source="<llama_index tools>"
         )
-        return cls(engine, tools, similarity_top_k=similarity_top_k)
+        return cls(engine, tools, similarity_top_k=similarity_top_k, llm=llm)
 
     @classmethod
     def from_engine(
-        cls, engine: Engine, implementations: Mapping[str, Callable[..., Any]], *, similarity_top_k: int = 5
+        cls,
+        engine: Engine,
+        implementations: Mapping[str, Callable[..., Any]],
+        *,
+        similarity_top_k: int = 5,
+        llm: Any = None,
     ) -> ToolRerankToolRetriever:
         """Tools for an engine's catalog from one Python callable per API id."""
-        return cls(engine, tools_for_engine(engine, implementations, spec_to_tool), similarity_top_k=similarity_top_k)
+        tools = tools_for_engine(engine, implementations, spec_to_tool)
+        return cls(engine, tools, similarity_top_k=similarity_top_k, llm=llm)
 
     @property
     def similarity_top_k(self) -> int:
         return self.retriever.similarity_top_k  # type: ignore[attr-defined, no-any-return]
 
-    def _with_named(self, query: str, tools: list[BaseTool]) -> list[BaseTool]:
-        return named_first(query, tools, self.tools_by_name)
+    @property
+    def agent(self) -> Any:
+        """The agent whose ``llm`` drives the LLM stages (bound by :func:`use_agent_llm`), or None."""
+        return self._agent
+
+    def bind_agent(self, agent: Any) -> None:
+        """Serve ``agent``: its ``llm`` (read at each call) drives the LLM stages unless ``llm`` was given.
+
+        Raises:
+            ValueError: the retriever already serves another agent.
+        """
+        if self._agent is not None and self._agent is not agent:
+            raise ValueError(
+                f"this tool retriever already serves agent {self._agent.name!r}, so it cannot also take the LLM "
+                f"of agent {agent.name!r}; give each agent its own retriever (they can share one engine: "
+                "ToolRerankToolRetriever(retriever.engine, tools))"
+            )
+        self._agent = agent
+
+    def stage_llm(self) -> Any:
+        """The LLM port this call's LLM stages get: ``llm``, else the bound agent's ``llm`` (wrapped in
+        :class:`~llama_index.retrievers.toolrerank.LlamaIndexLLM`), else None (the engine's usual lookup)."""
+        llm = self.llm if self.llm is not None else getattr(self._agent, "llm", None)
+        if llm is None:
+            return None
+        known, port = self._port
+        if known is not llm:
+            port = as_llm_port(llm)
+            self._port = (llm, port)
+        return port
+
+    def _found(self, query: str, results: list[ScoredTool]) -> list[BaseTool]:
+        return named_first(query, [self._tools_by_id[st.tool.id] for st in results], self.tools_by_name)
+
+    def _is_lookup(self, query: str) -> bool:
+        """Whether ``query`` is the name of a tool the agent may call (the agents' lookup, not a request)."""
+        if query in self.tools_by_name or query == HANDOFF_TOOL:
+            return True
+        own = getattr(self._agent, "tools", None) or ()
+        return any(getattr(getattr(t, "metadata", None), "name", None) == query for t in own)
 
     def retrieve(self, str_or_query_bundle: QueryType) -> list[BaseTool]:
-        return self._with_named(_query_str(str_or_query_bundle), super().retrieve(str_or_query_bundle))
+        query = _query_str(str_or_query_bundle)
+        if self._is_lookup(query):
+            return self._found(query, self.engine.retrieve([query], self.similarity_top_k)[0])
+        return self._found(query, self.engine.search(query, self.similarity_top_k, llm=self.stage_llm()))
 
     async def aretrieve(self, str_or_query_bundle: QueryType) -> list[BaseTool]:
-        return self._with_named(_query_str(str_or_query_bundle), await super().aretrieve(str_or_query_bundle))
+        query = _query_str(str_or_query_bundle)
+        if self._is_lookup(query):
+            found = await asyncio.to_thread(self.engine.retrieve, [query], self.similarity_top_k)
+            return self._found(query, found[0])
+        return self._found(query, await self.engine.asearch(query, self.similarity_top_k, llm=self.stage_llm()))
+
+
+def use_agent_llm(target: T) -> T:
+    """Let the LLM stages of each :class:`ToolRerankToolRetriever` in ``target`` run on the LLM of the agent
+    it serves: ``target`` is a ``FunctionAgent`` / ``ReActAgent`` or an ``AgentWorkflow`` (every agent).
+    Returns ``target``. A retriever given its own ``llm`` keeps it.
+
+    Example:
+        >>> from llama_index.core.agent.workflow import FunctionAgent
+        >>> from llama_index.core.llms import MockLLM
+        >>> from toolrerank_plugins.testing import tiny_catalog
+        >>> from toolrerank_plugins.testing.tools import fake_implementation
+        >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+        >>> impls = {i: fake_implementation(engine.catalog[i]) for i in engine.catalog.ids}
+        >>> retriever = ToolRerankToolRetriever.from_engine(engine, impls)
+        >>> agent = use_agent_llm(FunctionAgent(tool_retriever=retriever, llm=MockLLM()))
+        >>> retriever.agent is agent, type(retriever.stage_llm()).__name__
+        (True, 'LlamaIndexLLM')
+
+    Raises:
+        ValueError: one retriever serves two agents (give each agent its own).
+    """
+    agents = getattr(target, "agents", None)
+    for agent in agents.values() if isinstance(agents, Mapping) else [target]:
+        retriever = getattr(agent, "tool_retriever", None)
+        if isinstance(retriever, ToolRerankToolRetriever):
+            retriever.bind_agent(agent)
+    return target
