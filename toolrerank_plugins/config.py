@@ -56,3 +56,29 @@ class EngineConfig(RenamedFieldsModel):
         if value not in known:
             raise ValueError(f"unknown retriever {value!r}; known: {', '.join(known)}")
         return value
+
+
+#: The recommended pipeline, "what you get" when you name none: the ``default`` preset of
+#: :mod:`~toolrerank_plugins.pipelines`, ``toolrerank index/eval/demo`` without ``--pipeline``, and both adapters'
+#: constructors without a config. Zero training and no LLM; each part was kept because it pays on the shared
+#: dev sets (docs/benchmarks/default_pipeline.md): identifier-aware BM25 that keeps each word and its stem,
+#: hybrid score fusion weighted per query by each retriever's confidence, each request of a multi-request
+#: message retrieved on its own (``multi_intent``), and tool-level evidence (``tool_evidence``).
+DEFAULT_PIPELINE: Mapping[str, Any] = {
+    "retriever": "hybrid",
+    "bm25": {"tokenizer": "identifiers", "stemmer": "english"},
+    "hybrid": {"fusion": "zscore", "confidence_weighted": True},
+    "stages": [{"type": "multi_intent"}, {"type": "tool_evidence"}],
+}
+
+
+def default_config() -> EngineConfig:
+    """A fresh :class:`EngineConfig` of the recommended pipeline (:data:`DEFAULT_PIPELINE`).
+
+    Example:
+        >>> [s.type for s in default_config().stages]
+        ['multi_intent', 'tool_evidence']
+    """
+    import copy
+
+    return EngineConfig.model_validate(copy.deepcopy(dict(DEFAULT_PIPELINE)))

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from toolrerank_plugins.catalog import Catalog
-from toolrerank_plugins.config import EngineConfig
+from toolrerank_plugins.config import EngineConfig, default_config
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.records import ScoredTool, ToolSpec
@@ -103,7 +103,8 @@ def engine_for_tools(
     embedder: Embedder | None = None,
     source: str = "<tools>",
 ) -> Engine:
-    """An engine over a framework's tools, converted to specs (id = tool name) by the adapter.
+    """An engine over a framework's tools, converted to specs (id = tool name) by the adapter; without a
+    ``config``, the recommended pipeline (:func:`~toolrerank_plugins.config.default_config`).
 
     Example:
         >>> engine = engine_for_tools([ToolSpec("get_weather", "get_weather", "Weather forecast")],
@@ -111,7 +112,7 @@ def engine_for_tools(
         >>> engine.catalog.ids
         ['get_weather']
     """
-    return Engine.build(Catalog(list(specs), source=source), config, embedder=embedder)
+    return Engine.build(Catalog(list(specs), source=source), config or default_config(), embedder=embedder)
 
 
 def tools_for_engine(

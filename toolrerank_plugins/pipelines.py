@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from toolrerank_plugins.config import DEFAULT_PIPELINE
 from toolrerank_plugins.engine import EngineConfig
 from toolrerank_plugins.errors import ConfigError
 
@@ -38,8 +39,13 @@ def _llm_stage(retriever: str, stage: str) -> dict[str, Any]:
     return {"retriever": retriever, "stages": [{"type": stage}]}
 
 
+#: The name of the recommended pipeline (:data:`toolrerank_plugins.config.DEFAULT_PIPELINE`), what you get when you
+#: name none.
+DEFAULT_PIPELINE_NAME = "default"
+
 #: The bundled presets: ``name -> EngineConfig`` data (validated afresh on every :func:`pipeline_config`).
 PRESETS: Mapping[str, Mapping[str, Any]] = {
+    DEFAULT_PIPELINE_NAME: DEFAULT_PIPELINE,
     "dense": {"retriever": "dense"},
     "bm25": {"retriever": "bm25"},
     "hybrid": {"retriever": "hybrid"},

@@ -16,6 +16,7 @@ from toolrerank_plugins.pipelines import known_pipelines, pipeline_config
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = {
+    "default",
     "dense",
     "bm25",
     "hybrid",
@@ -59,6 +60,10 @@ def test_every_preset_resolves_in_a_fresh_interpreter_without_the_cli() -> None:
             assert cfg["retriever"] == retriever
             assert [(s["type"], s["params"]) for s in cfg["stages"]] == [(stage, {})]
     assert configs["dense-hnsw"]["dense"]["index"] == "hnsw"
+    default = configs["default"]
+    assert default["retriever"] == "hybrid"
+    assert (default["bm25"]["tokenizer"], default["bm25"]["stemmer"]) == ("identifiers", "english")
+    assert [s["type"] for s in default["stages"]][:2] == ["multi_intent", "tool_evidence"]
     assert configs["hybrid+tgr"]["stages"][0]["params"] == {"expansion": {"enabled": True}}
 
 

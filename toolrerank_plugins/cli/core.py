@@ -177,7 +177,9 @@ def add_parser(sub: Any) -> None:
     s.add_argument("catalog", help="catalog directory (tools.jsonl [+ edges.jsonl]) or JSONL file")
     s.add_argument("--out", required=True, help="engine directory to write")
     s.add_argument(
-        "--pipeline", default="dense", help=pipeline_help("pipeline name or engine config .json (default: dense)")
+        "--pipeline",
+        default="default",
+        help=pipeline_help("pipeline name or engine config .json (default: default, the recommended pipeline)"),
     )
     s.add_argument("--overwrite", action="store_true")
     s.add_argument(
@@ -199,7 +201,11 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--split", default=None, help="train / dev / test (default: all)")
     s.add_argument("--group", nargs="*", help="only these query groups")
     g = s.add_mutually_exclusive_group()
-    g.add_argument("--pipeline", default="dense", help=pipeline_help("pipeline name or engine config .json"))
+    g.add_argument(
+        "--pipeline",
+        default="default",
+        help=pipeline_help("pipeline name or engine config .json (default: default, the recommended pipeline)"),
+    )
     g.add_argument("--engine", help="saved engine directory (instead of --catalog/--pipeline)")
     s.add_argument("--k", type=int, nargs="+", default=[5, 10])
     s.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries")

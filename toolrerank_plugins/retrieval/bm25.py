@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy as _copy
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +24,14 @@ class BM25Config(BaseModel):
     b: float = Field(0.75, ge=0, le=1)
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
     stopwords: str | None = Field("en", description="bm25s stopword list name, or None")
+    tokenizer: Literal["plain", "identifiers"] = Field(
+        "plain",
+        description="plain: bm25s' word tokens; identifiers: also split camelCase, snake_case, kebab-case "
+        "and letter/digit runs into their words, keeping the whole identifier as a token too",
+    )
+    stemmer: str | None = Field(
+        None, description="Snowball stemmer language (e.g. 'english', needs PyStemmer), or None for no stemming"
+    )
 
 
 class BM25Retriever(FirstStage):
@@ -53,10 +63,16 @@ class BM25Retriever(FirstStage):
         return list(self._ids)
 
     def _tokenize(self, texts: Sequence[str]) -> list[list[str]]:
-        bm25s = require("bm25s")
-        return bm25s.tokenize(  # type: ignore[no-any-return]
-            list(texts), stopwords=self.config.stopwords, return_ids=False, show_progress=False
-        )
+        c = self.config
+        if c.tokenizer == "plain" and c.stemmer is None:
+            bm25s = require("bm25s")
+            return bm25s.tokenize(  # type: ignore[no-any-return]
+                list(texts), stopwords=c.stopwords, return_ids=False, show_progress=False
+            )
+        return [
+            tokenize(t, identifiers=c.tokenizer == "identifiers", stopwords=c.stopwords, stemmer=c.stemmer)
+            for t in texts
+        ]
 
     def copy(self) -> BM25Retriever:
         # Shallow: the lists and the bm25s model are shared, and every change below replaces them.
@@ -157,6 +173,81 @@ class BM25Retriever(FirstStage):
         self = cls(config)
         self.index(ids, texts)
         return self
+
+
+_WORD = re.compile(r"\w+")
+# Word boundaries inside an identifier: lower->Upper (getWeather), UPPER->Upperlower (HTTPServer), letter<->digit.
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])")
+
+
+def split_identifier(token: str) -> list[str]:
+    """The words of an identifier, lower-cased: ``getWeatherForecast`` -> ``[get, weather, forecast]``,
+    ``evidence_type`` -> ``[evidence, type]``, ``HTTPServer2`` -> ``[http, server, 2]``.
+
+    Example:
+        >>> split_identifier("analyzeEvidence"), split_identifier("get-user_id2")
+        (['analyze', 'evidence'], ['get', 'user', 'id', '2'])
+    """
+    return [w.lower() for part in re.split(r"[_\-]+", token) for w in _CAMEL.split(part) if w]
+
+
+@lru_cache(maxsize=8)
+def _stopword_set(name: str | None) -> frozenset[str]:
+    if name is None:
+        return frozenset()
+    from bm25s.stopwords import STOPWORDS_EN  # bm25s' own list for "en"/"english", the plain tokenizer's too
+
+    if name not in ("en", "english"):
+        bm25s = require("bm25s")
+        return frozenset(bm25s.tokenization._infer_stopwords(name))
+    return frozenset(STOPWORDS_EN)
+
+
+@lru_cache(maxsize=8)
+def _stem_function(language: str) -> Callable[[list[str]], list[str]]:
+    stemmer = require("Stemmer").Stemmer(language)
+    return stemmer.stemWords  # type: ignore[no-any-return]
+
+
+def tokenize(
+    text: str, *, identifiers: bool = True, stopwords: str | None = "en", stemmer: str | None = None
+) -> list[str]:
+    """BM25 tokens of ``text``: lower-cased words of two or more characters without stopwords; with
+    ``identifiers`` each identifier (``analyzeEvidence``, ``evidence_type``, ``get-forecast``) also yields
+    its words, so "analyze the evidence" matches ``analyzeEvidence``; ``stemmer`` names a Snowball
+    language (PyStemmer).
+
+    Example:
+        >>> tokenize("Call analyzeEvidence with evidence_type")
+        ['call', 'analyzeevidence', 'analyze', 'evidence', 'evidence_type', 'evidence', 'type']
+    """
+    out: list[str] = []
+    for raw in _RAW.findall(text):
+        out.extend(_raw_tokens(raw, identifiers, stopwords, stemmer))
+    return out
+
+
+_RAW = re.compile(r"\w+(?:-\w+)*")
+
+
+@lru_cache(maxsize=262144)
+def _raw_tokens(raw: str, identifiers: bool, stopwords: str | None, stemmer: str | None) -> tuple[str, ...]:
+    # Memoised per distinct raw token: catalogs repeat the same words and identifiers over and over.
+    words = split_identifier(raw) if identifiers else [w.lower() for w in _WORD.findall(raw)]
+    if identifiers and len(words) > 1:
+        words.insert(0, raw.lower().strip("_-"))
+    stop = _stopword_set(stopwords)
+    words = [t for t in words if len(t) > 1 and t not in stop]
+    if not stemmer or not words:
+        return tuple(words)
+    # Each word and, where it differs, its stem: a variant ("forecasts") still matches, and an exact match
+    # counts more than a shared stem alone.
+    out: list[str] = []
+    for word, stem in zip(words, _stem_function(stemmer)(words)):
+        out.append(word)
+        if stem != word:
+            out.append(stem)
+    return tuple(out)
 
 
 def _check_batch(ids: Sequence[str], texts: Sequence[str]) -> None:

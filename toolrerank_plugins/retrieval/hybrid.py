@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -29,6 +29,16 @@ class HybridConfig(RenamedFieldsModel):
     # one's top hits (docs/benchmarks/first_stage.md, "Hybrid fusion").
     rrf_k: int = Field(5, ge=1, description="RRF constant: score = sum(w / (rrf_k + rank))")
     depth: int = Field(100, ge=1, description="how deep each ranking is fused (was candidates)")
+    fusion: Literal["rrf", "minmax", "zscore"] = Field(
+        "rrf",
+        description="rrf: reciprocal-rank fusion; minmax / zscore: each ranking's scores normalised per query "
+        "(over its fused depth) and combined with the weights as a convex combination",
+    )
+    confidence_weighted: bool = Field(
+        False,
+        description="zscore only: scale each ranking's weight by its top hit's z-score in this query, so the "
+        "retriever that separates its best match more clearly counts more",
+    )
 
     renamed_fields: ClassVar[Mapping[str, str]] = {"candidates": "depth"}
 
@@ -48,6 +58,48 @@ def rrf_fuse(rankings: Sequence[tuple[Sequence[Hit], float]], *, rrf_k: int, top
         for rank, hit in enumerate(hits, start=1):
             scores[hit[0]] = scores.get(hit[0], 0.0) + weight / (rrf_k + rank)
     return [Hit(tid, score) for tid, score in sorted(scores.items(), key=lambda kv: -kv[1])[:top_k]]
+
+
+def score_fuse(
+    rankings: Sequence[tuple[Sequence[Hit], float]],
+    *,
+    normalization: Literal["minmax", "zscore"],
+    top_k: int,
+    confidence_weighted: bool = False,
+) -> list[Hit]:
+    """Score fusion of ``(hits, weight)`` rankings: each ranking's scores are normalised per query (min-max to
+    [0, 1], or z-scores), an id missing from a ranking gets that ranking's lowest normalised score, and the
+    weighted normalised scores are summed (weights are divided by their total). Ties keep first-seen order.
+    With ``confidence_weighted`` (z-scores) each weight is multiplied by the ranking's top z-score first
+    (when every taking part has a positive one): a ranking whose best hit stands out counts more.
+
+    Example:
+        >>> a = [Hit("x", 0.9), Hit("y", 0.5), Hit("z", 0.1)]
+        >>> b = [Hit("y", 12.0), Hit("x", 2.0)]
+        >>> [h.id for h in score_fuse([(a, 1.0), (b, 1.0)], normalization="minmax", top_k=3)]
+        ['y', 'x', 'z']
+    """
+    normalised: list[tuple[dict[str, float], float, float]] = []
+    order: dict[str, None] = {}
+    for hits, weight in rankings:
+        if not hits or weight <= 0:
+            continue
+        values = [float(h[1]) for h in hits]
+        if normalization == "minmax":
+            lo, hi = min(values), max(values)
+            norm = [(v - lo) / (hi - lo) if hi > lo else 1.0 for v in values]
+        else:
+            mean = sum(values) / len(values)
+            sd = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+            norm = [(v - mean) / sd if sd > 0 else 0.0 for v in values]
+        normalised.append(({h[0]: n for h, n in zip(hits, norm)}, min(norm), weight))
+        order.update(dict.fromkeys(h[0] for h in hits))
+    if confidence_weighted and normalization == "zscore" and all(max(m.values()) > 0 for m, _, _ in normalised):
+        normalised = [(m, floor, w * max(m.values())) for m, floor, w in normalised]
+    total = sum(w for _, _, w in normalised)
+    normalised = [(m, floor, w / total) for m, floor, w in normalised]
+    scores = {t: sum(w * m.get(t, floor) for m, floor, w in normalised) for t in order}
+    return [Hit(t, s) for t, s in sorted(scores.items(), key=lambda kv: -kv[1])[:top_k]]
 
 
 class HybridRetriever(FirstStage):
@@ -111,7 +163,11 @@ class HybridRetriever(FirstStage):
         dense, bm25 = self.dense, self.bm25
         out: list[list[Hit]] = []
         for dh, bh in zip(dense.search(queries, deep), bm25.search(queries, deep)):
-            fused = rrf_fuse([(dh, c.dense_weight), (bh, c.bm25_weight)], rrf_k=c.rrf_k, top_k=depth)
+            pair = [(dh, c.dense_weight), (bh, c.bm25_weight)]
+            if c.fusion == "rrf":
+                fused = rrf_fuse(pair, rrf_k=c.rrf_k, top_k=depth)
+            else:
+                fused = score_fuse(pair, normalization=c.fusion, top_k=depth, confidence_weighted=c.confidence_weighted)
             dmap, bmap = {h.id: h.score for h in dh}, {h.id: h.score for h in bh}
             out.append(
                 [
@@ -130,6 +186,9 @@ class HybridRetriever(FirstStage):
 
     def embeddings_for(self, ids: Sequence[str]) -> np.ndarray | None:
         return self.dense.embeddings_for(ids)
+
+    def query_vectors(self, queries: Sequence[str]) -> np.ndarray | None:
+        return self.dense.query_vectors(queries)
 
     def embedding_cache(self) -> dict[str, np.ndarray]:
         return self.dense.embedding_cache()

@@ -1,0 +1,218 @@
+"""The zero-training parts of the default pipeline: identifier-aware BM25, score fusion, multi-intent
+retrieval and tool-level evidence (issue 15)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests._fuzz import FUZZ
+from toolrerank_plugins import Engine, EngineConfig
+from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.pipelines import DEFAULT_PIPELINE_NAME, pipeline_config
+from toolrerank_plugins.records import ToolSpec
+from toolrerank_plugins.rerank.intents import split_requests
+from toolrerank_plugins.retrieval.base import Hit
+from toolrerank_plugins.retrieval.bm25 import BM25Config, BM25Retriever, split_identifier, tokenize
+from toolrerank_plugins.retrieval.hybrid import score_fuse
+from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
+
+# -- identifier-aware BM25 ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("identifier", "words"),
+    [
+        ("analyzeEvidence", ["analyze", "evidence"]),
+        ("evidence_type", ["evidence", "type"]),
+        ("get-weather-forecast", ["get", "weather", "forecast"]),
+        ("getWeatherForecast", ["get", "weather", "forecast"]),
+        ("HTTPServer2", ["http", "server", "2"]),
+        ("v2Users", ["v", "2", "users"]),
+        ("plain", ["plain"]),
+    ],
+)
+def test_split_identifier(identifier: str, words: list[str]) -> None:
+    assert split_identifier(identifier) == words
+
+
+def test_tokenize_keeps_the_whole_identifier_and_drops_stopwords() -> None:
+    assert tokenize("the analyzeEvidence tool", identifiers=True) == ["analyzeevidence", "analyze", "evidence", "tool"]
+    assert tokenize("the analyzeEvidence tool", identifiers=False) == ["analyzeevidence", "tool"]
+
+
+def test_stemming_keeps_each_word_and_adds_its_stem() -> None:
+    assert tokenize("forecasts", stemmer="english") == ["forecasts", "forecast"]
+    assert tokenize("weather", stemmer="english") == ["weather"]  # a word that is its own stem appears once
+
+
+def _flat(*specs: tuple[str, str]) -> Catalog:
+    return Catalog([ToolSpec(id=i, name=i, description=d) for i, d in specs])
+
+
+def test_identifier_tokenizer_matches_words_inside_api_names() -> None:
+    cat = _flat(
+        ("analyzeEvidence", "Run the lab procedure on a sample"),
+        ("collect_sample", "Collect a sample at a crime scene"),
+        ("getWeatherForecast", "Outlook for a city"),
+    )
+    texts = [f"{s.name}: {s.description}" for s in cat]
+    plain, ident = BM25Retriever(BM25Config()), BM25Retriever(BM25Config(tokenizer="identifiers"))
+    plain.index(cat.ids, texts)
+    ident.index(cat.ids, texts)
+    query = ["analyze the evidence", "weather forecast"]
+    assert [h.id for h in ident.search(query, 1)[0]] == ["analyzeEvidence"]
+    assert [h.id for h in ident.search(query, 1)[1]] == ["getWeatherForecast"]
+    assert plain.search(query, 3) == [[], []]  # plain tokens: "analyzeevidence" shares no term with the query
+
+
+def test_stemmed_bm25_matches_word_variants_and_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cat = _flat(("a", "Forecasts the weather"), ("b", "Sends emails"))
+    config = EngineConfig(retriever="bm25", bm25={"tokenizer": "identifiers", "stemmer": "english"})
+    engine = Engine.build(cat, config)
+    assert engine.search("forecast", top_k=1)[0].id == "a"
+    engine.save(tmp_path / "e")
+    again = Engine.load(tmp_path / "e")
+    assert again.config.bm25.stemmer == "english"
+    assert [h.id for h in again.search("sending an email", top_k=1)] == ["b"]
+
+
+# -- score fusion ---------------------------------------------------------------------------------
+
+
+def test_score_fuse_normalises_each_ranking() -> None:
+    dense = [Hit("x", 0.90), Hit("y", 0.85), Hit("z", 0.10)]
+    bm25 = [Hit("z", 30.0), Hit("x", 1.0)]
+    # min-max: x = (1 + 0)/2, y = (0.94 + 0)/2 (missing from bm25: its lowest), z = (0 + 1)/2
+    assert [h.id for h in score_fuse([(dense, 1.0), (bm25, 1.0)], normalization="minmax", top_k=3)] == ["x", "z", "y"]
+    # the weights decide between two rankings that disagree
+    assert score_fuse([(dense, 3.0), (bm25, 1.0)], normalization="zscore", top_k=1)[0].id == "x"
+    assert score_fuse([(dense, 1.0), (bm25, 3.0)], normalization="zscore", top_k=1)[0].id == "z"
+    # a zero weight or an empty ranking takes no part
+    assert [h.id for h in score_fuse([(dense, 1.0), (bm25, 0.0)], normalization="zscore", top_k=3)] == ["x", "y", "z"]
+    assert [h.id for h in score_fuse([([], 1.0), (bm25, 1.0)], normalization="minmax", top_k=3)] == ["z", "x"]
+
+
+_hits = st.lists(
+    st.tuples(st.sampled_from("abcdefgh"), st.floats(-1e6, 1e6, allow_nan=False)), max_size=8, unique_by=lambda t: t[0]
+).map(lambda rows: [Hit(i, s) for i, s in rows])
+
+
+@pytest.mark.fuzz
+@FUZZ
+@given(a=_hits, b=_hits, wa=st.floats(0, 5), wb=st.floats(0, 5), how=st.sampled_from(["minmax", "zscore"]))
+def test_score_fuse_properties(a: list[Hit], b: list[Hit], wa: float, wb: float, how: str) -> None:
+    fused = score_fuse([(a, wa), (b, wb)], normalization=how, top_k=20)  # type: ignore[arg-type]
+    taking_part = [h for hits, w in ((a, wa), (b, wb)) if w > 0 for h in hits]
+    assert sorted(h.id for h in fused) == sorted({h.id for h in taking_part})
+    assert all(math.isfinite(h.score) for h in fused)
+    assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
+
+
+def test_hybrid_score_fusion_through_the_engine() -> None:
+    cat = tiny_catalog()
+    for fusion in ("rrf", "minmax", "zscore"):
+        config = EngineConfig(retriever="hybrid", hybrid={"fusion": fusion})
+        engine = Engine.build(cat, config, embedder=FakeEmbedder())
+        top = engine.search("send an email message", top_k=3)
+        assert "Mail/PostBox/send_email" in [h.id for h in top], fusion
+        assert any({"dense", "bm25"} <= set(h.stage_scores) for h in top), fusion
+        assert engine.config.hybrid.fusion == fusion
+
+
+# -- multi-intent ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "requests"),
+    [
+        (
+            "Find a hotel in Rome. Also, what's the weather there tomorrow?",
+            ["Find a hotel in Rome", "what's the weather there tomorrow?"],
+        ),
+        ("find me a hotel in Rome and the weather there", ["find me a hotel in Rome", "the weather there"]),
+        ("weather in Rome", ["weather in Rome"]),
+        # a long sentence is not cut at "and": there it joins the items of one request
+        (
+            "Can you provide me with information about the clubs, managers, teammates and referees of a player?",
+            ["Can you provide me with information about the clubs, managers, teammates and referees of a player?"],
+        ),
+        ("ok", ["ok"]),
+    ],
+)
+def test_split_requests(message: str, requests: list[str]) -> None:
+    assert split_requests(message) == requests
+
+
+def _engine(stages: list[dict[str, object]]) -> Engine:
+    return Engine.build(tiny_catalog(), EngineConfig(retriever="bm25", stages=stages))
+
+
+def test_multi_intent_surfaces_each_request() -> None:
+    query = "Send the email message to a recipient about the email. Additionally, tell me the weather"
+    plain = [h.id for h in _engine([]).search(query, top_k=3)]
+    both = _engine([{"type": "multi_intent"}]).search_detailed(query, top_k=3)
+    assert not any(t.startswith("Weather/") for t in plain)  # one bag of words favours the e-mail request
+    ids = [h.id for h in both.results]
+    assert ids[0] == "Mail/PostBox/send_email" and any(t.startswith("Weather/") for t in ids[:2])
+    assert both.trace["multi_intent"]["requests"] == [
+        "Send the email message to a recipient about the email",
+        "tell me the weather",
+    ]
+
+
+def test_multi_intent_leaves_a_single_request_as_ranked() -> None:
+    query = "send an email message to a recipient"
+    plain = _engine([]).search(query, top_k=5)
+    staged = _engine([{"type": "multi_intent"}]).search(query, top_k=5)
+    assert [(h.id, h.score) for h in staged] == [(h.id, h.score) for h in plain]
+
+
+# -- tool-level evidence --------------------------------------------------------------------------
+
+
+def test_tool_evidence_lifts_the_apis_of_a_strongly_matched_tool() -> None:
+    query = "weather forecast and current conditions in a city"
+    plain = [h.id for h in _engine([]).search(query, top_k=4)]
+    lifted = _engine([{"type": "tool_evidence", "params": {"weight": 1.0}}]).search_detailed(query, top_k=4)
+    ids = [h.id for h in lifted.results]
+    assert set(ids[:2]) == {"Weather/SkyCast/forecast", "Weather/SkyCast/current"}
+    assert ids != plain or plain[:2] == ids[:2]
+    assert next(iter(lifted.trace["tool_evidence"]["tools"])) == "SkyCast"
+
+
+def test_tool_evidence_leaves_a_flat_catalog_as_ranked() -> None:
+    cat = _flat(("a", "weather forecast"), ("b", "weather now"), ("c", "email"))
+    plain = Engine.build(cat, EngineConfig(retriever="bm25")).search("weather forecast", top_k=3)
+    staged = Engine.build(cat, EngineConfig(retriever="bm25", stages=[{"type": "tool_evidence"}])).search(
+        "weather forecast", top_k=3
+    )
+    assert [h.id for h in staged] == [h.id for h in plain]
+
+
+# -- the default pipeline -------------------------------------------------------------------------
+
+
+def test_the_default_pipeline_is_registered_and_needs_no_training_or_llm() -> None:
+    config = pipeline_config(DEFAULT_PIPELINE_NAME)
+    assert config.retriever == "hybrid"
+    assert not {s.type for s in config.stages} & {"toolrerank", "query_generation", "qta_rewrite", "iterative_feedback"}
+    engine = Engine.build(tiny_catalog(), config, embedder=FakeEmbedder())
+    assert engine.search("log in with my password", top_k=3)
+
+
+def test_confidence_weights_follow_the_ranking_whose_top_hit_stands_out() -> None:
+    peaked = [Hit("p", 10.0)] + [Hit(f"q{i}", 1.0) for i in range(9)]  # top z = 3
+    flat = [Hit("f", 1.2)] + [Hit(f"q{i}", 1.0 + 0.001 * i) for i in range(9)]  # top z ~ 2.9
+    flatter = [Hit("f", 1.01)] + [Hit(f"q{i}", 1.0) for i in range(4)] + [Hit(f"r{i}", 0.99) for i in range(5)]
+    assert (
+        score_fuse([(peaked, 1.0), (flatter, 1.0)], normalization="zscore", top_k=1, confidence_weighted=True)[0].id
+        == "p"
+    )
+    # without confidence weights both rankings count the same, and the shared ids can win
+    plain = score_fuse([(peaked, 1.0), (flat, 1.0)], normalization="zscore", top_k=10)
+    weighted = score_fuse([(peaked, 1.0), (flat, 1.0)], normalization="zscore", top_k=10, confidence_weighted=True)
+    assert {h.id for h in plain} == {h.id for h in weighted}

@@ -1,0 +1,109 @@
+"""Multi-intent queries without an LLM: split a message into its requests and let each request's best tools surface.
+
+"Can you fetch X? Additionally, get Y and Z" asks for several tools, but one embedding or one bag of words for
+the whole message favours one of them. The ``multi_intent`` stage splits the message into requests with
+rules (sentences, then cue words such as "additionally", "also", "then"), retrieves each request with the
+engine's first stage, and merges the whole-message ranking and every request's ranking by reciprocal-rank
+fusion with a small constant (``rrf_k=1``: close to interleaving, so each request's top tools reach the top
+ranks). A message with a single request is left exactly as the first stage ranked it.
+
+Example:
+    >>> split_requests("Find a hotel in Rome. Also, what's the weather there tomorrow?")
+    ['Find a hotel in Rome', "what's the weather there tomorrow?"]
+    >>> split_requests("find me a hotel in Rome and the weather there")
+    ['find me a hotel in Rome', 'the weather there']
+    >>> split_requests("weather in Rome")
+    ['weather in Rome']
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolrerank_plugins.records import ScoredTool, renumber
+from toolrerank_plugins.stages import Stage, StageContext, StageType
+
+__all__ = ["MultiIntentConfig", "MultiIntentStage", "split_requests"]
+
+# Sentence ends (., ?, !, ;) followed by space, and line breaks.
+_SENTENCE = re.compile(r"(?<=[.?!;])\s+|\n+")
+# Words that start a further request inside a sentence ("..., and also ...", "Additionally, ...").
+_CUE = re.compile(
+    r"\b(?:additionally|also|furthermore|moreover|besides|as well as|and then|then|after that|afterwards|"
+    r"finally|in addition|next)\b[,:]?\s*",
+    re.IGNORECASE,
+)
+# "and" between two requests of a short message ("find a hotel in Rome and the weather there"). In longer
+# sentences "and" mostly joins the items of one request ("clubs, managers, teammates, and referees").
+_AND = re.compile(r",?\s+\band\b\s+", re.IGNORECASE)
+_WORDS = re.compile(r"\w+")
+_STRIP = " \t,;:.-"
+
+
+def _n_words(text: str) -> int:
+    return len(_WORDS.findall(text))
+
+
+def split_requests(text: str, *, min_words: int = 3, max_requests: int = 8, and_max_words: int = 12) -> list[str]:
+    """The requests in ``text``: its sentences, each cut again at cue words, and a piece of at most
+    ``and_max_words`` words also at "and" when every part keeps ``min_words`` words; pieces of fewer than
+    ``min_words`` words are dropped; at most ``max_requests`` (the first ones). A text that yields no piece
+    is its own single request."""
+    pieces: list[str] = []
+    for sentence in _SENTENCE.split(text):
+        for piece in _CUE.split(sentence):
+            piece = piece.strip(_STRIP)
+            if _n_words(piece) < min_words:
+                continue
+            parts = [p.strip(_STRIP) for p in _AND.split(piece)] if _n_words(piece) <= and_max_words else [piece]
+            pieces.extend(parts if all(_n_words(p) >= min_words for p in parts) else [piece])
+    return pieces[:max_requests] or [text.strip()]
+
+
+class MultiIntentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    min_words: int = Field(3, ge=1, description="a piece of the message with fewer words is not a request")
+    max_requests: int = Field(8, ge=2, description="at most this many requests are retrieved per message")
+    and_max_words: int = Field(12, ge=0, description="a piece of at most this many words is also split at 'and'")
+    rrf_k: int = Field(1, ge=1, description="RRF constant when merging the whole message's and each request's ranking")
+    whole_weight: float = Field(1.0, ge=0, description="weight of the whole message's ranking in the merge")
+
+
+class MultiIntentStage(Stage):
+    """Retrieves each request of a multi-request message and merges the rankings (see the module text).
+
+    The trace lists the requests found; ``stage_scores["multi_intent"]`` is the merged RRF score.
+    """
+
+    name = "multi_intent"
+
+    def __init__(self, config: MultiIntentConfig | None = None) -> None:
+        self.config = config or MultiIntentConfig()
+
+    def run(
+        self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
+    ) -> list[ScoredTool]:
+        c = self.config
+        requests = split_requests(
+            query, min_words=c.min_words, max_requests=c.max_requests, and_max_words=c.and_max_words
+        )
+        trace["requests"] = requests
+        if len(requests) < 2 or not candidates:
+            return candidates
+        depth = max(len(candidates), ctx.depth)
+        rankings = [(candidates, c.whole_weight)] + [(r, 1.0) for r in ctx.retrieve(requests, depth)]
+        scores: dict[str, float] = {}
+        items: dict[str, ScoredTool] = {}
+        for ranking, weight in rankings:
+            for rank, st in enumerate(ranking, start=1):
+                scores[st.id] = scores.get(st.id, 0.0) + weight / (c.rrf_k + rank)
+                items.setdefault(st.id, st)
+        order = sorted(scores, key=lambda t: -scores[t])[:depth]  # stable: ties keep first-seen order
+        return renumber([items[t].with_stage(self.name, scores[t]) for t in order])
+
+
+STAGE_TYPE = StageType(MultiIntentConfig, lambda cfg, ctx, path: MultiIntentStage(cfg))
