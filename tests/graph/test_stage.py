@@ -149,3 +149,41 @@ def test_incremental_update_of_an_edited_api(bank: Catalog) -> None:
     assert ("GetUserToken", "DeleteAccount") not in {(e.source, e.target) for e in graph.edges()}
     assert "DeleteAccount" in graph
     graph.check_catalog(engine.catalog)
+
+
+def test_closure_expansion_through_the_engine_with_declared_edges_from_a_catalog_folder(tmp_path: Path) -> None:
+    """edges.jsonl in the catalog folder = the user's declared edges; closure pulls in the whole chain."""
+    import json
+
+    from toolrerank_plugins.loaders import load_catalog
+
+    tools = [
+        {"id": "report", "name": "report", "description": "monthly expense report of a department"},
+        {"id": "account", "name": "account", "description": "look up the ledger account"},
+        {"id": "token", "name": "token", "description": "obtain an access token"},
+        {"id": "login", "name": "login", "description": "sign in with username and password"},
+        {"id": "weather", "name": "weather", "description": "weather forecast for a city"},
+        {"id": "hotel", "name": "hotel", "description": "search hotels in a city"},
+    ]
+    edges = [("account", "report"), ("token", "account"), ("login", "token")]
+    (tmp_path / "tools.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tools))
+    (tmp_path / "edges.jsonl").write_text(
+        "".join(
+            json.dumps({"source": s, "target": t, "type": "data_flow", "origin": "derived"}) + "\n" for s, t in edges
+        )
+    )
+    cat = load_catalog(tmp_path)
+    q = "expense report of my department"
+    direct = _engine(cat, retriever="bm25", propagate=False, expansion={"enabled": True})
+    assert [r.id for r in direct.search(q, top_k=4)][:2] == ["report", "account"]
+    engine = _engine(cat, retriever="bm25", propagate=False, expansion={"enabled": True, "mode": "closure"})
+    res = engine.search_detailed(q, top_k=4)
+    assert [r.id for r in res.results] == ["report", "account", "token", "login"]
+    assert [(e["id"], e["depth"], e["origin"]) for e in res.trace["tgr"]["expanded"]] == [
+        ("account", 1, "declared"),
+        ("token", 2, "declared"),
+        ("login", 3, "declared"),
+    ]
+    engine.save(tmp_path / "eng")
+    back = Engine.load(tmp_path / "eng")
+    assert [r.id for r in back.search(q, top_k=4)] == ["report", "account", "token", "login"]

@@ -1,23 +1,49 @@
-"""Prerequisite expansion after retrieval: pull in the APIs the top results need, right after them.
+"""Prerequisite expansion after retrieval: pull in the APIs the top results need.
 
-For each of the first ``window`` results, its direct prerequisites (graph in-edges) with weight at least
-``min_weight`` and an allowed origin are inserted immediately after it, unless they already rank above it;
-one that ranks lower is moved up. The primary (rank-1) result never moves down: insertions only happen
-*after* a dependent. ``max_inserted`` caps how many results one query can gain, so the original top is
-not crowded out.
+Two modes (``ExpansionConfig.mode``):
+
+- ``direct`` (the original behaviour): for each of the first ``window`` results, its direct prerequisites
+  (graph in-edges) with weight at least ``min_weight`` and an allowed origin are inserted immediately after
+  it, unless they already rank above it; one that ranks lower is moved up. The primary (rank-1) result
+  never moves down. ``max_inserted`` (2) caps how many results one query can gain, ``max_per_result`` (1)
+  how many one dependent pulls in.
+- ``closure``: the *transitive* prerequisites of the first ``window`` results (prerequisites of
+  prerequisites, breadth first, nearest first), within a budget: ``max_depth`` hops, ``max_inserted``
+  APIs per query. Edges are trusted by origin: *trusted* origins (``trusted_origins``: the user's declared
+  edges, labelled edges, a graph file) are followed transitively; inferred edges (``schema``,
+  ``discriminator``, ``llm``) are used only as *direct* prerequisites of a retrieved result, only with
+  weight at least ``inferred_min_weight``, and never chased further. ``position`` says where the
+  prerequisites go: ``after`` their dependent (default; the rank-1 result never moves down),
+  ``before`` it (call order; the dependent moves down), ``after_window`` (after the first ``window``
+  results, which keep their ranks), or ``score`` (a prerequisite ``d`` hops away scores
+  ``score_factor ** d`` times its result and is placed by score among the others).
+
+An inserted API takes the score of the result just above it, so scores stay non-increasing; the trace
+lists each insertion.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
 from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
 from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.graph.schema_deps import input_names, returned_names
 from toolrerank_plugins.graph.tool_graph import ToolGraph
 from toolrerank_plugins.records import ScoredTool
+
+Mode = Literal["direct", "closure"]
+Position = Literal["after", "before", "after_window", "score"]
+
+#: Budget of each mode when ``max_inserted`` / ``max_per_result`` are left unset.
+DEFAULT_MAX_INSERTED: Mapping[str, int] = {"direct": 2, "closure": 6}
+DEFAULT_MAX_PER_RESULT: Mapping[str, int | None] = {"direct": 1, "closure": None}
+#: Edge origins followed transitively by the ``closure`` mode (the user's own or labelled knowledge).
+TRUSTED_ORIGINS = ("declared", "labelled", "file")
 
 
 class ExpansionConfig(RenamedFieldsModel):
@@ -25,21 +51,56 @@ class ExpansionConfig(RenamedFieldsModel):
 
     Attributes:
         enabled: turn expansion on.
+        mode: ``direct`` (direct prerequisites right after their dependent; the original behaviour) or
+            ``closure`` (transitive prerequisites within a budget; see the module docs).
         window: only the first ``window`` results pull in their prerequisites (was ``top_n``).
-        max_inserted: at most this many APIs inserted or moved up per query.
-        max_per_result: at most this many prerequisites per dependent.
-        min_weight: minimum edge weight (discriminator probability; declared / schema edges weigh 1).
-        origins: edge origins trusted as "required" (``None``: all).
+        max_inserted: at most this many APIs inserted or moved up per query (unset: 2 for ``direct``,
+            6 for ``closure``).
+        max_per_result: at most this many prerequisites per dependent (unset: 1 for ``direct``, no
+            per-result cap for ``closure``).
+        min_weight: minimum edge weight (discriminator probability; declared edges weigh 1, schema edges
+            1 for typed id evidence and ``SchemaConfig.weak_weight`` for a bare name match).
+        origins: edge origins used at all (``None``: all).
+        max_depth: ``closure``: how many hops of trusted edges are followed from a result.
+        position: ``closure``: where prerequisites go: ``after`` / ``before`` their dependent,
+            ``after_window``, or ``score`` (a prerequisite ``d`` hops from a result scores at least
+            ``score_factor ** d`` times the result's score, and takes its place in the ranking by score).
+        trusted_origins: ``closure``: origins followed transitively; any other origin (inferred edges) is
+            used only as a direct prerequisite of a result, with weight at least ``inferred_min_weight``.
+        inferred_min_weight: ``closure``: minimum weight of an inferred edge.
+        rank_by: ``closure``: which of an API's prerequisites come first: ``graph`` (edge weight, origin,
+            id) or ``retrieval`` (those the first stage ranked higher first, then the rest in graph order).
+        score_factor: ``position="score"``: share of its dependent's score a prerequisite gets per hop.
+        alternatives: ``closure``: ``one`` keeps a single producer per input of an API (prerequisites that
+            return the same names the API takes are alternatives, e.g. two ways to get an ``access_token``;
+            the first by ``rank_by`` is kept); ``all`` keeps every prerequisite.
+        overflow: ``closure``: up to this many more prerequisites, beyond ``max_inserted`` (or a result's
+            ``max_per_result``), go after the first ``overflow_after`` results instead of being dropped: the
+            top of the ranking stays as the budget left it, the rest of the closure fills the ranks below.
+        overflow_after: ``closure``: the rank after which overflowing prerequisites are placed.
+        retrieved_only: ``closure``: insert only prerequisites the first stage retrieved (anywhere in its
+            ``depth`` candidates); the chain is still followed through the others.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = False
+    mode: Mode = "direct"
     window: int = Field(3, ge=1)
-    max_inserted: int = Field(2, ge=0)
-    max_per_result: int = Field(1, ge=1)
+    max_inserted: int | None = Field(None, ge=0)
+    max_per_result: int | None = Field(None, ge=1)
     min_weight: float = Field(0.5, ge=0.0, le=1.0)
     origins: list[str] | None = None
+    max_depth: int = Field(4, ge=1)
+    position: Position = "after"
+    trusted_origins: list[str] = Field(default_factory=lambda: list(TRUSTED_ORIGINS))
+    inferred_min_weight: float = Field(1.0, ge=0.0, le=1.0)
+    rank_by: Literal["graph", "retrieval"] = "graph"
+    score_factor: float = Field(0.9, gt=0.0, le=1.0)
+    retrieved_only: bool = False
+    alternatives: Literal["all", "one"] = "all"
+    overflow: int = Field(0, ge=0)
+    overflow_after: int = Field(5, ge=0)
 
     renamed_fields: ClassVar[Mapping[str, str]] = {"top_n": "window"}
 
@@ -48,6 +109,16 @@ class ExpansionConfig(RenamedFieldsModel):
         """Deprecated name of :attr:`window`."""
         warn_renamed("ExpansionConfig", "top_n", "window")
         return self.window
+
+    @property
+    def insert_budget(self) -> int:
+        """``max_inserted``, or the mode's default when unset."""
+        return DEFAULT_MAX_INSERTED[self.mode] if self.max_inserted is None else self.max_inserted
+
+    @property
+    def per_result_budget(self) -> int | None:
+        """``max_per_result``, or the mode's default when unset (``None``: no cap)."""
+        return DEFAULT_MAX_PER_RESULT[self.mode] if self.max_per_result is None else self.max_per_result
 
 
 def expand_prerequisites(
@@ -60,23 +131,34 @@ def expand_prerequisites(
 ) -> tuple[list[ScoredTool], list[dict[str, Any]]]:
     """Ranking with prerequisites inserted, and a record of each insertion (for the trace).
 
-    An inserted API gets its dependent's score (so scores stay non-increasing) and
-    ``stage_scores[stage + "_prerequisite_of"]`` style explanation in the trace.
+    An inserted API gets the score of the result above it (so scores stay non-increasing) and is
+    explained in the trace (``prerequisite_of``, ``from_rank``, ``to_rank``, ``origin``, ``weight``; the
+    ``closure`` mode adds ``for``, the retrieved result whose closure it belongs to, and ``depth``).
     """
     items = list(candidates)
+    if not config.enabled or config.insert_budget == 0 or not items:
+        return items, []
+    if config.mode == "closure":
+        return _expand_closure(items, graph, catalog, config, stage)
+    return _expand_direct(items, graph, catalog, config, stage)
+
+
+def _expand_direct(
+    items: list[ScoredTool], graph: ToolGraph, catalog: Catalog, config: ExpansionConfig, stage: str
+) -> tuple[list[ScoredTool], list[dict[str, Any]]]:
     inserted: list[dict[str, Any]] = []
-    if not config.enabled or config.max_inserted == 0 or not items:
-        return items, inserted
     allowed = None if config.origins is None else set(config.origins)
+    budget = config.insert_budget
+    per_result_cap = config.per_result_budget
     i = 0
     n_dependents = 0
-    while i < len(items) and n_dependents < config.window and len(inserted) < config.max_inserted:
+    while i < len(items) and n_dependents < config.window and len(inserted) < budget:
         dep = items[i]
         n_dependents += 1
         pos = i + 1
         per_result = 0
         for pre_id, data in graph.prerequisites(dep.id):
-            if per_result >= config.max_per_result or len(inserted) >= config.max_inserted:
+            if (per_result_cap is not None and per_result >= per_result_cap) or len(inserted) >= budget:
                 break
             if data["weight"] < config.min_weight or (allowed is not None and data["origin"] not in allowed):
                 continue
@@ -106,3 +188,200 @@ def expand_prerequisites(
             per_result += 1
         i = pos  # skip what was just inserted: prerequisites of prerequisites are not chased
     return items, inserted
+
+
+def prerequisite_closure(
+    graph: ToolGraph,
+    tool_id: str,
+    config: ExpansionConfig,
+    rank: Mapping[str, int] | None = None,
+    catalog: Catalog | None = None,
+) -> list[tuple[str, str, int, dict[str, Any]]]:
+    """The prerequisites ``tool_id`` needs, nearest first: ``(api, its dependent, depth, edge data)``.
+
+    Breadth first over in-edges, at most ``config.max_depth`` hops. Edges of a trusted origin are followed
+    transitively; other (inferred) edges only from ``tool_id`` itself, with weight at least
+    ``config.inferred_min_weight``, and what they reach is not chased further. Cycles end at an API already
+    seen. With ``rank`` (API id -> position in the first stage's ranking), each API's prerequisites are
+    visited best ranked first, the unranked ones after them. With ``catalog`` and
+    ``config.alternatives == "one"``, an API's prerequisites that feed the same inputs (names its schema
+    takes and theirs return) are alternatives: only the first one visited is kept (and one already taken
+    elsewhere in the closure covers those inputs); a prerequisite whose inputs cannot be told is kept.
+
+    Example:
+        >>> from toolrerank_plugins.catalog import Catalog
+        >>> from toolrerank_plugins.records import Edge, ToolSpec
+        >>> cat = Catalog([ToolSpec(i, i) for i in ("login", "token", "delete")])
+        >>> g = ToolGraph.empty(cat)
+        >>> g.add_edges([Edge("login", "token"), Edge("token", "delete")], origin="declared")
+        2
+        >>> [(a, d) for a, _, d, _ in prerequisite_closure(g, "delete", ExpansionConfig(mode="closure"))]
+        [('token', 1), ('login', 2)]
+    """
+    allowed = None if config.origins is None else set(config.origins)
+    trusted = set(config.trusted_origins)
+    one_per_input = catalog is not None and config.alternatives == "one"
+    out: list[tuple[str, str, int, dict[str, Any]]] = []
+    seen = {tool_id}
+    queue: deque[tuple[str, int]] = deque([(tool_id, 0)])
+    while queue:
+        node, depth = queue.popleft()
+        if depth >= config.max_depth:
+            continue
+        prerequisites = graph.prerequisites(node)
+        if rank is not None:
+            unranked = len(rank)
+            prerequisites = sorted(prerequisites, key=lambda p: rank.get(p[0], unranked))  # stable: graph order
+        covered: set[str] = set()  # inputs of ``node`` a kept prerequisite already feeds
+        for pre_id, data in prerequisites:
+            if allowed is not None and data["origin"] not in allowed:
+                continue
+            if data["origin"] in trusted:
+                if data["weight"] < config.min_weight:
+                    continue
+                follow = True
+            else:
+                # Inferred edges: a direct prerequisite of a retrieved result only, and not chased further.
+                if depth > 0 or data["weight"] < max(config.min_weight, config.inferred_min_weight):
+                    continue
+                follow = False
+            fed = _fed_inputs(catalog, pre_id, node) if one_per_input and catalog is not None else frozenset()
+            if pre_id in seen:
+                covered |= fed
+                continue
+            if fed and fed <= covered:
+                continue  # an alternative producer of the same inputs was kept
+            covered |= fed
+            seen.add(pre_id)
+            out.append((pre_id, node, depth + 1, data))
+            if follow:
+                queue.append((pre_id, depth + 1))
+    return out
+
+
+def _fed_inputs(catalog: Catalog, producer: str, consumer: str) -> frozenset[str]:
+    """Normalised names ``producer`` returns that ``consumer`` takes (any parameter); empty when unknown."""
+    p, c = catalog.get(producer), catalog.get(consumer)
+    if p is None or c is None:
+        return frozenset()
+    return frozenset(returned_names(p).keys() & input_names(c, required_only=False).keys())
+
+
+def _expand_closure(
+    items: list[ScoredTool], graph: ToolGraph, catalog: Catalog, config: ExpansionConfig, stage: str
+) -> tuple[list[ScoredTool], list[dict[str, Any]]]:
+    inserted: list[dict[str, Any]] = []
+    budget = config.insert_budget
+    per_result_cap = config.per_result_budget
+    after_window = config.position == "after_window"
+    by_score = config.position == "score"
+    dependents = [c.id for c in items[: config.window]]
+    placed: set[str] = set()  # inserted or moved here: neither dependents nor moved again
+    block_end = min(config.window, len(items))  # after_window: where the next prerequisite goes
+    retrieved = {c.id: i for i, c in enumerate(items)}  # the first stage's ranking, before any insertion
+    rank = retrieved if config.rank_by == "retrieval" else None
+    spill: list[tuple[str, str, int, dict[str, Any], str]] = []  # beyond the budget: placed lower down
+    spilled: set[str] = set()
+    for dep_id in dependents:
+        if len(inserted) >= budget and len(spill) >= config.overflow:
+            break
+        if dep_id in placed:
+            continue
+        chosen: list[tuple[str, str, int, dict[str, Any]]] = []
+        for pre_id, via, depth, data in prerequisite_closure(graph, dep_id, config, rank, catalog):
+            if pre_id in placed or pre_id in spilled or catalog.get(pre_id) is None:
+                continue
+            if config.retrieved_only and pre_id not in retrieved:
+                continue
+            current = _index(items, pre_id)
+            if by_score:
+                if current is not None and items[current].score >= _target(items, dep_id, depth, config):
+                    continue  # already scores at least what its dependent would give it
+            else:
+                limit = block_end if after_window else _index(items, dep_id)
+                if current is not None and limit is not None and current < limit:
+                    continue  # already ranks above the result that needs it (or inside the window)
+            if len(inserted) + len(chosen) < budget and (per_result_cap is None or len(chosen) < per_result_cap):
+                chosen.append((pre_id, via, depth, data))
+            elif len(spill) < config.overflow:
+                spill.append((pre_id, via, depth, data, dep_id))
+                spilled.add(pre_id)
+            else:
+                break
+        # "before": deepest first, the order the APIs are called in; otherwise nearest first.
+        for pre_id, via, depth, data in reversed(chosen) if config.position == "before" else chosen:
+            current = _index(items, pre_id)
+            moved = items.pop(current) if current is not None else None
+            if by_score:
+                score = _target(items, dep_id, depth, config)
+                pos = next((j for j, c in enumerate(items) if c.score < score), len(items))
+            elif after_window:
+                pos = block_end
+                block_end += 1
+            else:
+                pos = _index(items, dep_id) or 0
+                if config.position == "after":
+                    pos += 1
+                    while pos < len(items) and items[pos].id in placed:
+                        pos += 1  # after what was already inserted for this result
+            if not by_score:
+                score = items[pos - 1].score if pos > 0 else items[0].score
+            entry = (
+                moved.with_stage(stage, score)
+                if moved is not None
+                else ScoredTool(catalog[pre_id], score, 0, {stage: score})
+            )
+            items.insert(pos, entry)
+            placed.add(pre_id)
+            inserted.append(
+                {
+                    "id": pre_id,
+                    "prerequisite_of": via,
+                    "for": dep_id,
+                    "depth": depth,
+                    "from_rank": None if current is None else current + 1,
+                    "to_rank": pos + 1,
+                    "origin": data["origin"],
+                    "weight": round(float(data["weight"]), 4),
+                }
+            )
+    point = config.overflow_after  # what did not fit the budget goes after this many results
+    for pre_id, via, depth, data, dep_id in spill:
+        current = _index(items, pre_id)
+        if pre_id in placed or (current is not None and current < point):
+            continue  # placed for another result meanwhile, or already ranks high enough
+        moved = items.pop(current) if current is not None else None
+        pos = min(point, len(items))
+        point += 1
+        score = items[pos - 1].score if pos > 0 else items[0].score
+        entry = (
+            moved.with_stage(stage, score)
+            if moved is not None
+            else ScoredTool(catalog[pre_id], score, 0, {stage: score})
+        )
+        items.insert(pos, entry)
+        placed.add(pre_id)
+        inserted.append(
+            {
+                "id": pre_id,
+                "prerequisite_of": via,
+                "for": dep_id,
+                "depth": depth,
+                "from_rank": None if current is None else current + 1,
+                "to_rank": pos + 1,
+                "origin": data["origin"],
+                "weight": round(float(data["weight"]), 4),
+                "overflow": True,
+            }
+        )
+    return items, inserted
+
+
+def _target(items: list[ScoredTool], dep_id: str, depth: int, config: ExpansionConfig) -> float:
+    """``position="score"``: the score a prerequisite ``depth`` hops from ``dep_id`` gets from it."""
+    dep = items[_index(items, dep_id) or 0]
+    return dep.score * config.score_factor**depth if dep.score > 0 else dep.score
+
+
+def _index(items: list[ScoredTool], tool_id: str) -> int | None:
+    return next((j for j, c in enumerate(items) if c.id == tool_id), None)

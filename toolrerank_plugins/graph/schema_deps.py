@@ -6,6 +6,14 @@ normalised name as a parameter of ``a`` (``token`` -> ``token``, ``userId`` -> `
 ``message``) say nothing about data flow, so a name is skipped when more than ``max_producers`` APIs of a
 scope return it; a small stop list removes the most generic ones up front.
 
+A shared name alone is weak evidence: ``target``, ``year`` or ``distance`` mean different things in different
+services. Between APIs of *different* tools (MCP servers, OpenAPI services; in a flat catalog every API is
+its own tool) an edge therefore needs *typed id evidence* (``cross_tool="typed_id"``, the default): the name
+is id-like (its last word is ``id``, ``token``, ``key``, ``number``, ... see :data:`ID_WORDS`) and both
+sides declare the same scalar type (an ``integer`` id may feed a ``string`` one); an untyped or ``$ref``'d
+field never qualifies. Inside one tool the bare name match is kept (``same_tool="name"``). Edges carry
+their evidence as a weight: 1.0 for typed id evidence, ``weak_weight`` (0.5) for a bare name match.
+
 Matching goes through an inverted index (name -> producers, name -> consumers) inside each scope, so the
 cost grows with the number of APIs and matches, not with the number of pairs.
 """
@@ -73,6 +81,13 @@ GENERIC_NAMES = frozenset(
     }
 )
 
+#: Last words of an id-like name (``user_id``, ``access_token``, ``api_key``, ``order_number``, ``sku``).
+ID_WORDS = frozenset(
+    {"id", "ids", "uuid", "guid", "token", "key", "hash", "handle", "number", "num", "no", "sku", "isbn", "cik", "slug"}
+)
+
+Evidence = Literal["typed_id", "name", "none"]
+
 _SCALARS = {"string", "integer", "number"}
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NON_WORD = re.compile(r"[^0-9a-zA-Z]+")
@@ -91,6 +106,12 @@ class SchemaConfig(BaseModel):
             ``all``; ``auto`` picks ``all`` for catalogs up to ``all_scope_max`` APIs, else ``tool`` for
             catalogs with a hierarchy and ``category`` for flat ones.
         all_scope_max: catalog size up to which ``auto`` means ``all``.
+        cross_tool: evidence needed between APIs of different tools: ``typed_id`` (an id-like name with
+            the same declared scalar type on both sides), ``name`` (any shared name with compatible types:
+            the behaviour before typed evidence), or ``none`` (no edges between tools).
+        same_tool: evidence needed between APIs of one tool: ``name`` or ``typed_id``.
+        id_words: last words that make a name id-like (see :data:`ID_WORDS`).
+        weak_weight: weight of an edge whose only evidence is a shared name (typed id evidence weighs 1.0).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -101,6 +122,10 @@ class SchemaConfig(BaseModel):
     min_name_chars: int = Field(3, ge=1)
     scope: Scope = "auto"
     all_scope_max: int = Field(2000, ge=1)
+    cross_tool: Evidence = "typed_id"
+    same_tool: Literal["typed_id", "name"] = "name"
+    id_words: list[str] = Field(default_factory=lambda: sorted(ID_WORDS))
+    weak_weight: float = Field(0.5, ge=0.0, le=1.0)
 
 
 def normalise_name(name: str) -> str:
@@ -115,11 +140,21 @@ def normalise_name(name: str) -> str:
 
 
 def _type_of(prop: Any) -> str | None:
+    """The declared type of a property: ``type``, or the one non-null type of a ``["string", "null"]`` list
+    or an ``anyOf`` / ``oneOf`` (optional fields); ``None`` when untyped (a bare ``$ref`` included)."""
     if not isinstance(prop, Mapping):
         return None
     t = prop.get("type")
     if isinstance(t, str):
         return t.lower()
+    if isinstance(t, (list, tuple)):
+        types = {x.lower() for x in t if isinstance(x, str)} - {"null"}
+        return types.pop() if len(types) == 1 else None
+    for key in ("anyOf", "oneOf"):
+        options = prop.get(key)
+        if isinstance(options, (list, tuple)):
+            found = {_type_of(o) for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")}
+            return found.pop() if len(found) == 1 else None
     return None
 
 
@@ -131,6 +166,31 @@ def types_compatible(a: str | None, b: str | None) -> bool:
         return True
     # An array of ids can feed a scalar id parameter one element at a time, and the other way round.
     return {a, b} <= _SCALARS | {"array"} and "boolean" not in (a, b)
+
+
+def is_id_name(name: str, id_words: Iterable[str] = ID_WORDS) -> bool:
+    """Whether a normalised name names an identifier: its last word is id-like (``user_id``, ``token``).
+
+    Example:
+        >>> is_id_name("access_token"), is_id_name("order_number"), is_id_name("target")
+        (True, True, False)
+    """
+    words = name.split("_")
+    return bool(words) and words[-1] in set(id_words)
+
+
+def typed_match(a: str | None, b: str | None) -> bool:
+    """Both types declared and the same scalar (or array) type; an ``integer`` id may feed a ``string`` one.
+
+    Example:
+        >>> typed_match("string", "string"), typed_match("integer", "string"), typed_match(None, "string")
+        (True, True, False)
+    """
+    if a is None or b is None:
+        return False
+    if a == b:
+        return a in _SCALARS or a == "array"
+    return {a, b} == {"integer", "string"}
 
 
 def returned_names(spec: ToolSpec) -> dict[str, str | None]:
@@ -202,17 +262,17 @@ class SchemaDependencyDetector:
         cfg = self.config
         scope = resolve_scope(catalog, cfg.scope, cfg.all_scope_max)
         focus = None if only is None else set(only)
-        producers: dict[tuple[str, str], list[tuple[str, str | None]]] = defaultdict(list)
-        consumers: dict[tuple[str, str], list[tuple[str, str | None]]] = defaultdict(list)
+        producers: dict[tuple[str, str], list[tuple[str, str, str | None]]] = defaultdict(list)
+        consumers: dict[tuple[str, str], list[tuple[str, str, str | None]]] = defaultdict(list)
         for spec in catalog:
             key = scope_key(spec, scope)
             for name, typ in returned_names(spec).items():
                 if _usable(name, cfg):
-                    producers[(key, name)].append((spec.id, typ))
+                    producers[(key, name)].append((spec.id, spec.tool_key, typ))
             for name, typ in input_names(spec, cfg.required_only).items():
                 if _usable(name, cfg):
-                    consumers[(key, name)].append((spec.id, typ))
-        found: dict[tuple[str, str], list[str]] = {}
+                    consumers[(key, name)].append((spec.id, spec.tool_key, typ))
+        found: dict[tuple[str, str], float] = {}
         skipped_generic = 0
         for k, prods in producers.items():
             cons = consumers.get(k)
@@ -221,25 +281,43 @@ class SchemaDependencyDetector:
             if len(prods) > cfg.max_producers or len(cons) > cfg.max_consumers:
                 skipped_generic += 1
                 continue
-            for src, st in prods:
-                for dst, dt in cons:
-                    if src == dst or not types_compatible(st, dt):
+            for src, src_tool, st in prods:
+                for dst, dst_tool, dt in cons:
+                    if src == dst or (focus is not None and src not in focus and dst not in focus):
                         continue
-                    if focus is not None and src not in focus and dst not in focus:
-                        continue
-                    found.setdefault((src, dst), []).append(k[1])
+                    weight = self._weight(k[1], st, dt, same_tool=src_tool == dst_tool)
+                    if weight is not None and weight > found.get((src, dst), -1.0):
+                        found[(src, dst)] = weight
         if skipped_generic:
             logger.debug("schema detector skipped %d names returned/taken by too many APIs", skipped_generic)
         return [
-            Edge(src, dst, type="data_flow", origin="schema", weight=1.0)
-            for (src, dst), _names in sorted(found.items())
+            Edge(src, dst, type="data_flow", origin="schema", weight=weight)
+            for (src, dst), weight in sorted(found.items())
         ]
 
+    def _weight(self, name: str, out_type: str | None, in_type: str | None, *, same_tool: bool) -> float | None:
+        """Edge weight for one shared name, or ``None`` when it is not evidence enough (see the module docs)."""
+        cfg = self.config
+        rule = cfg.same_tool if same_tool else cfg.cross_tool
+        if rule == "none" or not types_compatible(out_type, in_type):
+            return None
+        if is_id_name(name, cfg.id_words) and typed_match(out_type, in_type):
+            return 1.0
+        return cfg.weak_weight if rule == "name" else None
+
     def evidence(self, producer: ToolSpec, consumer: ToolSpec) -> list[str]:
-        """Names through which ``producer``'s output can feed ``consumer`` (for explanations)."""
+        """Names through which ``producer``'s output can feed ``consumer`` (for explanations).
+
+        The same rules as :meth:`detect` for one pair (the per-scope fan-out caps aside).
+        """
         outs = returned_names(producer)
         ins = input_names(consumer, self.config.required_only)
-        return sorted(n for n in outs.keys() & ins.keys() if _usable(n, self.config))
+        same = producer.tool_key == consumer.tool_key
+        return sorted(
+            n
+            for n in outs.keys() & ins.keys()
+            if _usable(n, self.config) and self._weight(n, outs[n], ins[n], same_tool=same) is not None
+        )
 
     def compatible_pairs(self, catalog: Catalog, *, max_fanout: int = 20) -> set[tuple[str, str]]:
         """Unordered pairs sharing any usable name between one's outputs and the other's inputs.

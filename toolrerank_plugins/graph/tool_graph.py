@@ -9,8 +9,9 @@ Bad input has defined behaviour:
 - self-loops are dropped (an API does not depend on itself) and counted in :attr:`ToolGraph.dropped`;
 - edges naming an API that is not in the catalog raise :class:`GraphError`, or are dropped and counted
   when ``on_unknown="drop"``;
-- cycles are kept (``a`` and ``b`` may each feed the other); propagation is one step, and expansion only
-  looks at direct prerequisites, so a cycle cannot loop;
+- cycles are kept (``a`` and ``b`` may each feed the other); propagation is one step, the ``direct``
+  expansion only looks at direct prerequisites and the ``closure`` one never visits an API twice, so a
+  cycle cannot loop;
 - a graph saved for another catalog version raises :class:`GraphError` on load (catalog fingerprint).
 """
 
