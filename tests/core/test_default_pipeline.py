@@ -216,3 +216,10 @@ def test_confidence_weights_follow_the_ranking_whose_top_hit_stands_out() -> Non
     plain = score_fuse([(peaked, 1.0), (flat, 1.0)], normalization="zscore", top_k=10)
     weighted = score_fuse([(peaked, 1.0), (flat, 1.0)], normalization="zscore", top_k=10, confidence_weighted=True)
     assert {h.id for h in plain} == {h.id for h in weighted}
+
+
+def test_an_unknown_stemmer_is_a_config_error_naming_it() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="unknown stemmer 'klingon'"):
+        EngineConfig(retriever="bm25", bm25={"stemmer": "klingon"})

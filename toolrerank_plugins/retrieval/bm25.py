@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.errors import PersistenceError
@@ -32,6 +32,18 @@ class BM25Config(BaseModel):
     stemmer: str | None = Field(
         None, description="Snowball stemmer language (e.g. 'english', needs PyStemmer), or None for no stemming"
     )
+
+    @field_validator("stemmer")
+    @classmethod
+    def _known_stemmer(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                import Stemmer
+            except ImportError:  # checked again, with the install command, when the stemmer is first used
+                return value
+            if value not in Stemmer.algorithms():
+                raise ValueError(f"unknown stemmer {value!r}; known: {', '.join(Stemmer.algorithms())}")
+        return value
 
 
 class BM25Retriever(FirstStage):
