@@ -115,6 +115,20 @@ def engine_for_tools(
     return Engine.build(Catalog(list(specs), source=source), config or default_config(), embedder=embedder)
 
 
+def ids_by_function_name(engine: Engine | None, explicit: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Catalog id of each tool-calling name of ``engine``'s APIs (:func:`function_names` inverted), with the
+    ``explicit`` ``{name: id}`` entries winning; usage recorders map the tool calls they see back to ids.
+
+    Example:
+        >>> engine = engine_for_tools([ToolSpec("Weather/now", "now", "Weather now")], EngineConfig(retriever="bm25"))
+        >>> ids_by_function_name(engine, {"legacy_now": "Weather/now"})
+        {'now': 'Weather/now', 'legacy_now': 'Weather/now'}
+    """
+    names = {} if engine is None else {name: tid for tid, name in function_names(engine.catalog).items()}
+    names.update(explicit or {})
+    return names
+
+
 def tools_for_engine(
     engine: Engine,
     implementations: Mapping[str, Callable[..., Any]],

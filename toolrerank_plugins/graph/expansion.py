@@ -281,6 +281,41 @@ def _expand_closure(
     retrieved = {c.id: i for i, c in enumerate(items)}  # the first stage's ranking, before any insertion
     rank = retrieved if config.rank_by == "retrieval" else None
     spill: list[tuple[str, str, int, dict[str, Any], str]] = []  # beyond the budget: placed lower down
+
+    def put(
+        pre_id: str,
+        via: str,
+        depth: int,
+        data: dict[str, Any],
+        dep_id: str,
+        moved: ScoredTool | None,
+        current: int | None,
+        pos: int,
+        score: float,
+        **extra: Any,
+    ) -> None:
+        """Insert ``pre_id`` (moved up from ``current``, or new) at ``pos`` and record it in the trace."""
+        entry = (
+            moved.with_stage(stage, score)
+            if moved is not None
+            else ScoredTool(catalog[pre_id], score, 0, {stage: score})
+        )
+        items.insert(pos, entry)
+        placed.add(pre_id)
+        inserted.append(
+            {
+                "id": pre_id,
+                "prerequisite_of": via,
+                "for": dep_id,
+                "depth": depth,
+                "from_rank": None if current is None else current + 1,
+                "to_rank": pos + 1,
+                "origin": data["origin"],
+                "weight": round(float(data["weight"]), 4),
+                **extra,
+            }
+        )
+
     spilled: set[str] = set()
     for dep_id in dependents:
         if len(inserted) >= budget and len(spill) >= config.overflow:
@@ -326,25 +361,7 @@ def _expand_closure(
                         pos += 1  # after what was already inserted for this result
             if not by_score:
                 score = items[pos - 1].score if pos > 0 else items[0].score
-            entry = (
-                moved.with_stage(stage, score)
-                if moved is not None
-                else ScoredTool(catalog[pre_id], score, 0, {stage: score})
-            )
-            items.insert(pos, entry)
-            placed.add(pre_id)
-            inserted.append(
-                {
-                    "id": pre_id,
-                    "prerequisite_of": via,
-                    "for": dep_id,
-                    "depth": depth,
-                    "from_rank": None if current is None else current + 1,
-                    "to_rank": pos + 1,
-                    "origin": data["origin"],
-                    "weight": round(float(data["weight"]), 4),
-                }
-            )
+            put(pre_id, via, depth, data, dep_id, moved, current, pos, score)
     point = config.overflow_after  # what did not fit the budget goes after this many results
     for pre_id, via, depth, data, dep_id in spill:
         current = _index(items, pre_id)
@@ -354,26 +371,7 @@ def _expand_closure(
         pos = min(point, len(items))
         point += 1
         score = items[pos - 1].score if pos > 0 else items[0].score
-        entry = (
-            moved.with_stage(stage, score)
-            if moved is not None
-            else ScoredTool(catalog[pre_id], score, 0, {stage: score})
-        )
-        items.insert(pos, entry)
-        placed.add(pre_id)
-        inserted.append(
-            {
-                "id": pre_id,
-                "prerequisite_of": via,
-                "for": dep_id,
-                "depth": depth,
-                "from_rank": None if current is None else current + 1,
-                "to_rank": pos + 1,
-                "origin": data["origin"],
-                "weight": round(float(data["weight"]), 4),
-                "overflow": True,
-            }
-        )
+        put(pre_id, via, depth, data, dep_id, moved, current, pos, score, overflow=True)
     return items, inserted
 
 

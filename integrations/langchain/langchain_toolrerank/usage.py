@@ -25,7 +25,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from toolrerank_plugins.interop import function_names
+from toolrerank_plugins.interop import ids_by_function_name
 from toolrerank_plugins.usage import UsageRecord, UsageRecorder
 
 __all__ = ["UsageRecorderMiddleware"]
@@ -66,11 +66,7 @@ class UsageRecorderMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         self.recorder = recorder if isinstance(recorder, UsageRecorder) else UsageRecorder(recorder)
-        names: dict[str, str] = {}
-        if engine is not None:
-            names = {name: tid for tid, name in function_names(engine.catalog).items()}
-        names.update(tool_ids or {})
-        self.tool_ids = names
+        self.tool_ids = ids_by_function_name(engine, tool_ids)
         self.skip_tools = frozenset(skip_tools)
         self._failed: dict[str, bool] = {}  # tool_call id -> the call failed (its run may not reach a message)
         self._call_ids: dict[str, str] = {}  # tool_call id -> the tool's catalog id (tool metadata "tool_id")

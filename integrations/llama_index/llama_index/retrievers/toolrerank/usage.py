@@ -21,7 +21,7 @@ from typing import Any
 
 from llama_index.core.agent.workflow import ToolCallResult
 
-from toolrerank_plugins.interop import function_names
+from toolrerank_plugins.interop import ids_by_function_name
 from toolrerank_plugins.usage import UsageRecord, UsageRecorder
 
 __all__ = ["AgentUsageRecorder"]
@@ -53,11 +53,7 @@ class AgentUsageRecorder:
         skip_tools: Iterable[str] = ("search_tools",),
     ) -> None:
         self.recorder = recorder if isinstance(recorder, UsageRecorder) else UsageRecorder(recorder)
-        names: dict[str, str] = {}
-        if engine is not None:
-            names = {name: tid for tid, name in function_names(engine.catalog).items()}
-        names.update(tool_ids or {})
-        self.tool_ids = names
+        self.tool_ids = ids_by_function_name(engine, tool_ids)
         self.skip_tools = frozenset(skip_tools)
         self.records: list[UsageRecord] = []  # what this recorder wrote (for inspection)
 
