@@ -86,7 +86,9 @@ def _chain(extra: list[Edge] | None = None) -> tuple[Catalog, ToolGraph]:
 
 
 def _closure(**kw: object) -> ExpansionConfig:
-    return ExpansionConfig(enabled=True, mode="closure", **kw)  # type: ignore[arg-type]
+    """A closure expansion with a generous budget (the defaults are small: see test_mode_defaults...)."""
+    budget: dict[str, object] = {"max_inserted": 6, "max_per_result": 6, "max_depth": 4, "overflow": 0}
+    return ExpansionConfig(enabled=True, mode="closure", **{**budget, **kw})  # type: ignore[arg-type]
 
 
 def test_closure_inserts_transitive_prerequisites_nearest_first() -> None:
@@ -182,11 +184,25 @@ def test_closure_cycle_ends() -> None:
 
 
 def test_mode_defaults_for_the_budget() -> None:
-    assert ExpansionConfig().insert_budget == 2 and ExpansionConfig().per_result_budget == 1
-    assert (
-        ExpansionConfig(mode="closure").insert_budget == 6 and ExpansionConfig(mode="closure").per_result_budget is None
+    direct, closure = ExpansionConfig(), ExpansionConfig(mode="closure")
+    assert (direct.insert_budget, direct.per_result_budget, direct.overflow_budget) == (2, 1, 0)
+    assert (closure.insert_budget, closure.per_result_budget, closure.overflow_budget, closure.max_depth) == (
+        2,
+        1,
+        3,
+        2,
     )
-    assert ExpansionConfig(mode="closure", max_inserted=3).insert_budget == 3
+    assert ExpansionConfig(mode="closure", max_inserted=3, overflow=0).insert_budget == 3
+    assert ExpansionConfig(mode="direct", overflow=5).overflow_budget == 0  # direct has no overflow
+
+
+def test_closure_defaults_keep_the_top_and_fill_the_chain_below() -> None:
+    cat, g = _chain()
+    base = _ranking(cat, ["report", "noise1", "noise2", "noise3", "noise4", "noise5"])
+    out, ins = expand_prerequisites(base, g, cat, ExpansionConfig(enabled=True, mode="closure"))
+    # one prerequisite in the top (account), the next two hops after rank 5 (depth 2: login is 3 hops away)
+    assert _ids(out)[:7] == ["report", "account", "noise1", "noise2", "noise3", "token", "noise4"]
+    assert [(i["id"], i["depth"], i.get("overflow", False)) for i in ins] == [("account", 1, False), ("token", 2, True)]
 
 
 def test_closure_position_by_score() -> None:

@@ -176,7 +176,8 @@ def test_closure_expansion_through_the_engine_with_declared_edges_from_a_catalog
     q = "expense report of my department"
     direct = _engine(cat, retriever="bm25", propagate=False, expansion={"enabled": True})
     assert [r.id for r in direct.search(q, top_k=4)][:2] == ["report", "account"]
-    engine = _engine(cat, retriever="bm25", propagate=False, expansion={"enabled": True, "mode": "closure"})
+    closure = {"enabled": True, "mode": "closure", "max_depth": 3, "max_inserted": 3, "max_per_result": 3}
+    engine = _engine(cat, retriever="bm25", propagate=False, expansion=closure)
     res = engine.search_detailed(q, top_k=4)
     assert [r.id for r in res.results] == ["report", "account", "token", "login"]
     assert [(e["id"], e["depth"], e["origin"]) for e in res.trace["tgr"]["expanded"]] == [

@@ -40,8 +40,11 @@ Mode = Literal["direct", "closure"]
 Position = Literal["after", "before", "after_window", "score"]
 
 #: Budget of each mode when ``max_inserted`` / ``max_per_result`` are left unset.
-DEFAULT_MAX_INSERTED: Mapping[str, int] = {"direct": 2, "closure": 6}
-DEFAULT_MAX_PER_RESULT: Mapping[str, int | None] = {"direct": 1, "closure": None}
+DEFAULT_MAX_INSERTED: Mapping[str, int] = {"direct": 2, "closure": 2}
+DEFAULT_MAX_PER_RESULT: Mapping[str, int | None] = {"direct": 1, "closure": 1}
+#: ``closure``: prerequisites past the budget placed after rank ``overflow_after`` when ``overflow`` is unset
+#: (measured: docs/benchmarks/tgr_closure.md).
+DEFAULT_OVERFLOW = 3
 #: Edge origins followed transitively by the ``closure`` mode (the user's own or labelled knowledge).
 TRUSTED_ORIGINS = ("declared", "labelled", "file")
 
@@ -54,10 +57,8 @@ class ExpansionConfig(RenamedFieldsModel):
         mode: ``direct`` (direct prerequisites right after their dependent; the original behaviour) or
             ``closure`` (transitive prerequisites within a budget; see the module docs).
         window: only the first ``window`` results pull in their prerequisites (was ``top_n``).
-        max_inserted: at most this many APIs inserted or moved up per query (unset: 2 for ``direct``,
-            6 for ``closure``).
-        max_per_result: at most this many prerequisites per dependent (unset: 1 for ``direct``, no
-            per-result cap for ``closure``).
+        max_inserted: at most this many APIs inserted or moved up per query near the top (unset: 2).
+        max_per_result: at most this many prerequisites per dependent near the top (unset: 1).
         min_weight: minimum edge weight (discriminator probability; declared edges weigh 1, schema edges
             1 for typed id evidence and ``SchemaConfig.weak_weight`` for a bare name match).
         origins: edge origins used at all (``None``: all).
@@ -69,14 +70,16 @@ class ExpansionConfig(RenamedFieldsModel):
             used only as a direct prerequisite of a result, with weight at least ``inferred_min_weight``.
         inferred_min_weight: ``closure``: minimum weight of an inferred edge.
         rank_by: ``closure``: which of an API's prerequisites come first: ``graph`` (edge weight, origin,
-            id) or ``retrieval`` (those the first stage ranked higher first, then the rest in graph order).
+            id) or ``retrieval`` (trusted edges first, and among them those the first stage ranked higher,
+            then the rest in graph order).
         score_factor: ``position="score"``: share of its dependent's score a prerequisite gets per hop.
         alternatives: ``closure``: ``one`` keeps a single producer per input of an API (prerequisites that
             return the same names the API takes are alternatives, e.g. two ways to get an ``access_token``;
             the first by ``rank_by`` is kept); ``all`` keeps every prerequisite.
         overflow: ``closure``: up to this many more prerequisites, beyond ``max_inserted`` (or a result's
             ``max_per_result``), go after the first ``overflow_after`` results instead of being dropped: the
-            top of the ranking stays as the budget left it, the rest of the closure fills the ranks below.
+            top of the ranking stays as the budget left it, the rest of the closure fills the ranks below
+            (unset: 3).
         overflow_after: ``closure``: the rank after which overflowing prerequisites are placed.
         retrieved_only: ``closure``: insert only prerequisites the first stage retrieved (anywhere in its
             ``depth`` candidates); the chain is still followed through the others.
@@ -91,7 +94,7 @@ class ExpansionConfig(RenamedFieldsModel):
     max_per_result: int | None = Field(None, ge=1)
     min_weight: float = Field(0.5, ge=0.0, le=1.0)
     origins: list[str] | None = None
-    max_depth: int = Field(4, ge=1)
+    max_depth: int = Field(2, ge=1)
     position: Position = "after"
     trusted_origins: list[str] = Field(default_factory=lambda: list(TRUSTED_ORIGINS))
     inferred_min_weight: float = Field(1.0, ge=0.0, le=1.0)
@@ -99,7 +102,7 @@ class ExpansionConfig(RenamedFieldsModel):
     score_factor: float = Field(0.9, gt=0.0, le=1.0)
     retrieved_only: bool = False
     alternatives: Literal["all", "one"] = "all"
-    overflow: int = Field(0, ge=0)
+    overflow: int | None = Field(None, ge=0)
     overflow_after: int = Field(5, ge=0)
 
     renamed_fields: ClassVar[Mapping[str, str]] = {"top_n": "window"}
@@ -119,6 +122,13 @@ class ExpansionConfig(RenamedFieldsModel):
     def per_result_budget(self) -> int | None:
         """``max_per_result``, or the mode's default when unset (``None``: no cap)."""
         return DEFAULT_MAX_PER_RESULT[self.mode] if self.max_per_result is None else self.max_per_result
+
+    @property
+    def overflow_budget(self) -> int:
+        """``overflow``, or the default when unset (``closure`` only; ``direct`` has no overflow)."""
+        if self.mode != "closure":
+            return 0
+        return DEFAULT_OVERFLOW if self.overflow is None else self.overflow
 
 
 def expand_prerequisites(
@@ -203,7 +213,7 @@ def prerequisite_closure(
     transitively; other (inferred) edges only from ``tool_id`` itself, with weight at least
     ``config.inferred_min_weight``, and what they reach is not chased further. Cycles end at an API already
     seen. With ``rank`` (API id -> position in the first stage's ranking), each API's prerequisites are
-    visited best ranked first, the unranked ones after them. With ``catalog`` and
+    visited trusted edges first and, among those, best ranked first (unranked ones last). With ``catalog`` and
     ``config.alternatives == "one"``, an API's prerequisites that feed the same inputs (names its schema
     takes and theirs return) are alternatives: only the first one visited is kept (and one already taken
     elsewhere in the closure covers those inputs); a prerequisite whose inputs cannot be told is kept.
@@ -230,8 +240,11 @@ def prerequisite_closure(
             continue
         prerequisites = graph.prerequisites(node)
         if rank is not None:
+            # trusted edges before inferred ones, then the first stage's order (stable: graph order last)
             unranked = len(rank)
-            prerequisites = sorted(prerequisites, key=lambda p: rank.get(p[0], unranked))  # stable: graph order
+            prerequisites = sorted(
+                prerequisites, key=lambda p: (p[1]["origin"] not in trusted, rank.get(p[0], unranked))
+            )
         covered: set[str] = set()  # inputs of ``node`` a kept prerequisite already feeds
         for pre_id, data in prerequisites:
             if allowed is not None and data["origin"] not in allowed:
@@ -280,6 +293,7 @@ def _expand_closure(
     block_end = min(config.window, len(items))  # after_window: where the next prerequisite goes
     retrieved = {c.id: i for i, c in enumerate(items)}  # the first stage's ranking, before any insertion
     rank = retrieved if config.rank_by == "retrieval" else None
+    overflow = config.overflow_budget
     spill: list[tuple[str, str, int, dict[str, Any], str]] = []  # beyond the budget: placed lower down
 
     def put(
@@ -318,7 +332,7 @@ def _expand_closure(
 
     spilled: set[str] = set()
     for dep_id in dependents:
-        if len(inserted) >= budget and len(spill) >= config.overflow:
+        if len(inserted) >= budget and len(spill) >= overflow:
             break
         if dep_id in placed:
             continue
@@ -338,7 +352,7 @@ def _expand_closure(
                     continue  # already ranks above the result that needs it (or inside the window)
             if len(inserted) + len(chosen) < budget and (per_result_cap is None or len(chosen) < per_result_cap):
                 chosen.append((pre_id, via, depth, data))
-            elif len(spill) < config.overflow:
+            elif len(spill) < overflow:
                 spill.append((pre_id, via, depth, data, dep_id))
                 spilled.add(pre_id)
             else:
