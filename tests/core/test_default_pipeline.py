@@ -13,8 +13,9 @@ from tests._fuzz import FUZZ
 from toolrerank_plugins import Engine, EngineConfig
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.pipelines import DEFAULT_PIPELINE_NAME, pipeline_config
-from toolrerank_plugins.records import ToolSpec
+from toolrerank_plugins.records import ScoredTool, ToolSpec, renumber
 from toolrerank_plugins.rerank.intents import split_requests
+from toolrerank_plugins.rerank.tool_evidence import ToolEvidenceConfig, ToolEvidenceStage
 from toolrerank_plugins.retrieval.base import Hit
 from toolrerank_plugins.retrieval.bm25 import BM25Config, BM25Retriever, split_identifier, tokenize
 from toolrerank_plugins.retrieval.hybrid import score_fuse
@@ -181,7 +182,25 @@ def test_tool_evidence_lifts_the_apis_of_a_strongly_matched_tool() -> None:
     ids = [h.id for h in lifted.results]
     assert set(ids[:2]) == {"Weather/SkyCast/forecast", "Weather/SkyCast/current"}
     assert ids != plain or plain[:2] == ids[:2]
-    assert next(iter(lifted.trace["tool_evidence"]["tools"])) == "SkyCast"
+    assert next(iter(lifted.trace["tool_evidence"]["tools"])) == "Weather/SkyCast"
+
+
+def _scored(*specs: tuple[str, str | None]) -> list[ScoredTool]:
+    return renumber([ScoredTool(ToolSpec(id=i, name=i, tool=t), 1.0 / r, 0) for r, (i, t) in enumerate(specs, 1)])
+
+
+def test_tool_evidence_gives_a_lone_api_of_a_named_tool_no_edge_over_an_api_without_a_tool() -> None:
+    # NESTFUL-like catalog: stand-alone functions (no tool) beside services. A service with one leading
+    # candidate is no stronger evidence than a stand-alone function: the order must stay.
+    ranked = _scored(("calc_a", None), ("calc_b", None), ("svc/x", "svc"), ("calc_c", None))
+    out = ToolEvidenceStage().run("q", ranked, None, {})  # type: ignore[arg-type]
+    assert [s.id for s in out] == ["calc_a", "calc_b", "svc/x", "calc_c"]
+
+
+def test_tool_evidence_still_lifts_a_tool_with_several_leading_apis_among_stand_alone_functions() -> None:
+    ranked = _scored(("calc_a", None), ("svc/x", "svc"), ("calc_b", None), ("svc/y", "svc"))
+    out = ToolEvidenceStage(ToolEvidenceConfig(weight=1.0)).run("q", ranked, None, {})  # type: ignore[arg-type]
+    assert [s.id for s in out] == ["calc_a", "svc/x", "svc/y", "calc_b"]
 
 
 def test_tool_evidence_leaves_a_flat_catalog_as_ranked() -> None:

@@ -4,8 +4,10 @@ The ToolRerank hierarchy groups APIs by their tool (a RapidAPI service, an MCP s
 matches several APIs of one tool most likely wants that tool, and its other matching APIs belong near the
 top too. The ``tool_evidence`` stage scores each candidate by its rank (``1 / (rank_k + rank)``), sums those
 scores per tool over the leading ``window`` candidates, and adds ``weight`` times that tool score (relative
-to the best tool's, in units of the top candidate's score) to each API of the tool. Catalogs without tools
-(every API its own tool) are left as they are.
+to the best tool's, in units of the top candidate's score) to each API of the tool. An API without a tool
+counts as a tool of its own, so in a catalog that mixes both (NESTFUL: RapidAPI services beside stand-alone
+functions) a lone candidate of a named tool gets no edge over a stand-alone function; catalogs without tools
+are left as they are.
 
 Example:
     >>> from toolrerank_plugins import Engine, EngineConfig
@@ -53,21 +55,23 @@ class ToolEvidenceStage(Stage):
         c = self.config
         if not candidates or c.weight == 0:
             return candidates
+        if all(st.tool.tool is None for st in candidates[: c.window]):
+            return candidates
         base = [1.0 / (c.rank_k + rank) for rank in range(1, len(candidates) + 1)]
         evidence: dict[str, float] = {}
         for st, score in zip(candidates[: c.window], base):
-            if st.tool.tool is not None:
-                evidence[st.tool.tool] = evidence.get(st.tool.tool, 0.0) + score
-        if not evidence:
-            return candidates
+            key = st.tool.tool_key
+            evidence[key] = evidence.get(key, 0.0) + score
         best = max(evidence.values())
         unit = c.weight * base[0] / best
         scored = [
-            (score + unit * evidence.get(st.tool.tool, 0.0) if st.tool.tool is not None else score, i)
+            (score + unit * evidence.get(st.tool.tool_key, 0.0), i)
             for i, (st, score) in enumerate(zip(candidates, base))
         ]
         order = sorted(scored, key=lambda si: (-si[0], si[1]))
-        trace["tools"] = {t: round(e / best, 3) for t, e in sorted(evidence.items(), key=lambda kv: -kv[1])[:5]}
+        tools = {st.tool.tool_key for st in candidates[: c.window] if st.tool.tool is not None}
+        named = [(t, e) for t, e in sorted(evidence.items(), key=lambda kv: -kv[1]) if t in tools]
+        trace["tools"] = {t: round(e / best, 3) for t, e in named[:5]}
         return renumber([candidates[i].with_stage(self.name, s) for s, i in order])
 
 
