@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,7 @@ from toolrerank_plugins.persistence import read_engine, version_dir, write_engin
 from toolrerank_plugins.records import ScoredTool, ToolSpec, renumber
 from toolrerank_plugins.render import render_tool
 from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, Hit, get_first_stage_type
-from toolrerank_plugins.stages import Stage, StageContext, as_stage, build_stage
+from toolrerank_plugins.stages import QueryParts, Stage, StageContext, as_stage, build_stage
 
 if TYPE_CHECKING:
     import numpy as np
@@ -135,6 +136,10 @@ class _EngineContext(StageContext):
     def retrieve(self, queries: Sequence[str], depth: int) -> list[list[ScoredTool]]:
         # queries here are often LLM-made text: a lone surrogate (not valid text) becomes U+FFFD, not an error
         clean = [q.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for q in queries]
+        pre = _PREFETCHED.get()
+        if pre is not None and pre.first_stage is self._first_stage and pre.depth >= depth and clean:
+            if all(q in pre.hits for q in clean):  # searched with the query (Stage.query_parts)
+                return [self._engine._to_scored(self._catalog, pre.hits[q][:depth]) for q in clean]
         return self._engine._retrieve(self._catalog, self._first_stage, clean, depth)
 
     def cached_embeddings(self, ids: Sequence[str]) -> np.ndarray | None:
@@ -153,6 +158,28 @@ class _EngineContext(StageContext):
                     names.add(spec.tool.lower())
             self._names = frozenset(names)
         return self._names
+
+
+@dataclass(frozen=True)
+class _Prefetched:
+    """Hits of the sub-queries one search asked for (:meth:`Stage.query_parts`), from ``first_stage``."""
+
+    first_stage: FirstStage
+    depth: int
+    hits: dict[str, list[Hit]]
+
+
+#: The current search's prefetched sub-query hits (per thread / task; read by ``StageContext.retrieve``).
+_PREFETCHED: ContextVar[_Prefetched | None] = ContextVar("toolrerank_prefetched", default=None)
+
+
+def _query_parts(stages: Sequence[Stage], query: str) -> QueryParts | None:
+    """The sub-queries of the first stage in the pipeline that has any for ``query``."""
+    for stage in stages:
+        plan = stage.query_parts(query)
+        if plan is not None and plan.parts:
+            return plan
+    return None
 
 
 @dataclass(frozen=True)
@@ -478,13 +505,34 @@ class Engine:
         """The sync search over one snapshot (never ``self._state`` again: a change may swap it meanwhile)."""
         depth = self._depth(state, top_k, skip)
         t0 = time.perf_counter()
-        first = state.first_stage.search(queries, depth)
+        first, prefetched = self._first_search(state, queries, depth)
         first_ms = (time.perf_counter() - t0) * 1000 / len(queries)
         results = []
-        for q, hits in zip(queries, first):
+        for q, hits, pre in zip(queries, first, prefetched):
             res = SearchResult(q, self._to_scored(state.catalog, hits), timings_ms={"first_stage": first_ms})
-            results.append(_finish(self._run_stages(state, res), top_k, skip))
+            token = _PREFETCHED.set(pre)
+            try:
+                results.append(_finish(self._run_stages(state, res), top_k, skip))
+            finally:
+                _PREFETCHED.reset(token)
         return results
+
+    def _first_search(
+        self, state: _Snapshot, queries: list[str], depth: int
+    ) -> tuple[list[list[Hit]], list[_Prefetched | None]]:
+        """The first stage over ``queries``, and over the sub-queries a stage asked for
+        (:meth:`Stage.query_parts`) in the same call; their hits wait for the stage's ``ctx.retrieve``."""
+        plans = [_query_parts(state.stages, q) for q in queries]
+        if not any(plans):
+            return state.first_stage.search(queries, depth), [None] * len(queries)
+        parts = [p.parts if p is not None else () for p in plans]
+        pooled = any(p.pooled for p in plans if p is not None)
+        whole, by_part = state.first_stage.search_with_parts(queries, parts, depth, pooled=pooled)
+        prefetched = [
+            _Prefetched(state.first_stage, depth, dict(zip(ps, hits))) if ps else None
+            for ps, hits in zip(parts, by_part)
+        ]
+        return whole, prefetched
 
     async def asearch(
         self, query: str, top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
@@ -526,14 +574,15 @@ class Engine:
             return await asyncio.to_thread(self._search, state, queries, top_k, skip)
         depth = self._depth(state, top_k, skip)
         t0 = time.perf_counter()
-        first = await asyncio.to_thread(state.first_stage.search, queries, depth)
+        first, prefetched = await asyncio.to_thread(self._first_search, state, queries, depth)
         first_ms = (time.perf_counter() - t0) * 1000 / len(queries)
 
-        async def one(q: str, hits: list[Hit]) -> SearchResult:
+        async def one(q: str, hits: list[Hit], pre: _Prefetched | None) -> SearchResult:
             res = SearchResult(q, self._to_scored(state.catalog, hits), timings_ms={"first_stage": first_ms})
+            _PREFETCHED.set(pre)  # this task's own context (gather runs each coroutine as a task)
             return _finish(await self._arun_stages(state, res), top_k, skip)
 
-        return list(await asyncio.gather(*(one(q, h) for q, h in zip(queries, first))))
+        return list(await asyncio.gather(*(one(q, h, p) for q, h, p in zip(queries, first, prefetched))))
 
     def _run_stages(self, state: _Snapshot, res: SearchResult) -> SearchResult:
         """Each stage in turn over ``res.results``, recording its trace and time in ``res``."""

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DocTransform",
     "LearnResult",
+    "QueryParts",
     "Stage",
     "StageContext",
     "StageSpec",
@@ -155,6 +156,21 @@ class LearnResult:
     report: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class QueryParts:
+    """Sub-queries a stage wants the first stage to retrieve together with the query, in the same call
+    (:meth:`Stage.query_parts`): the requests of a multi-request message, say. The stage reads their
+    rankings with :meth:`StageContext.retrieve` as usual; they are already there, not retrieved again.
+
+    ``pooled``: the first stage may search the whole query with the length-weighted mean of its parts'
+    vectors instead of encoding the query itself (one encoding per search instead of two; the lexical
+    part still matches the whole query's words).
+    """
+
+    parts: tuple[str, ...]
+    pooled: bool = False
+
+
 class Stage(ABC):
     """Reorders the candidates of one query. Only :meth:`run` is required.
 
@@ -170,7 +186,10 @@ class Stage(ABC):
     - :meth:`document_transform`: after every :meth:`on_index`; a stage that changes document vectors
       (TGR's graph convolution) returns ``f(ids, embeddings) -> embeddings`` and the engine installs it
       in the first stage (which re-indexes from its cached raw vectors);
-    - :meth:`save` / the factory's ``path``: the stage's own files in the saved engine directory.
+    - :meth:`save` / the factory's ``path``: the stage's own files in the saved engine directory;
+    - :meth:`query_parts`: before the first stage runs, so that sub-queries the stage will retrieve are
+      searched in the same first-stage call as the query (the first stage in the pipeline that returns
+      parts gets them).
     """
 
     name: str = "stage"
@@ -197,6 +216,11 @@ class Stage(ABC):
         return None
 
     def save(self, path: Path) -> None:
+        return None
+
+    def query_parts(self, query: str) -> QueryParts | None:
+        """Sub-queries of ``query`` this stage will retrieve (``ctx.retrieve``), to be searched with the
+        query in one first-stage call; None (the default): none."""
         return None
 
     def learn(self, records: Sequence[Any], ctx: StageContext, *, forget: Iterable[str] = ()) -> LearnResult | None:

@@ -44,6 +44,15 @@ class Hit(NamedTuple):
     scores: Mapping[str, float] = _NO_SCORES
 
 
+def split_by_counts(items: Sequence[Any], counts: Sequence[int]) -> list[list[Any]]:
+    """``items`` cut into consecutive runs of ``counts[i]`` items."""
+    out, start = [], 0
+    for n in counts:
+        out.append(list(items[start : start + n]))
+        start += n
+    return out
+
+
 class FirstStage(ABC):
     """Indexes API texts by id and answers queries with the best ids.
 
@@ -91,6 +100,20 @@ class FirstStage(ABC):
     @abstractmethod
     def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
         """The best ``depth`` hits per query, best first."""
+
+    def search_with_parts(
+        self, queries: Sequence[str], parts: Sequence[Sequence[str]], depth: int, *, pooled: bool = False
+    ) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
+        """:meth:`search` of ``queries`` and, for each query, of its ``parts`` (sub-queries a stage asked
+        for, ``parts[i]`` for ``queries[i]``), in one call: ``(hits per query, hits per part per query)``.
+
+        ``pooled``: a query with parts may be searched with a vector pooled from its parts' vectors
+        instead of its own (first stages with a dense part do; see ``QueryParts``). The default is one
+        batched :meth:`search` of the queries and all parts, ignoring ``pooled``.
+        """
+        flat = [*queries, *(p for ps in parts for p in ps)]
+        hits = self.search(flat, depth)
+        return hits[: len(queries)], split_by_counts(hits[len(queries) :], [len(ps) for ps in parts])
 
     @abstractmethod
     def save(self, root: Path) -> None:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.encoders import Embedder, SentenceTransformerEmbedder
 from toolrerank_plugins.errors import ConfigError, PersistenceError
-from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit
+from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit, split_by_counts
 
 logger = logging.getLogger(__name__)
 
@@ -283,6 +283,34 @@ class DenseRetriever(FirstStage):
         if not queries:
             return []
         return self.search_vectors(self.encode_queries(queries), depth)
+
+    def search_with_parts(
+        self, queries: Sequence[str], parts: Sequence[Sequence[str]], depth: int, *, pooled: bool = False
+    ) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
+        """One encoding call for the queries and their parts; with ``pooled`` a query with parts is not
+        encoded itself but searched with the mean of its parts' vectors, weighted by their lengths
+        (normalised): one encoding of each text instead of the message plus its requests."""
+        if not pooled or not queries:
+            return super().search_with_parts(queries, parts, depth)
+        whole = [q for q, ps in zip(queries, parts) if not ps]
+        flat = [p for ps in parts for p in ps]
+        vectors = self.encode_queries([*whole, *flat])
+        whole_vec, part_vec = iter(vectors[: len(whole)]), vectors[len(whole) :]
+        query_vecs, start = [], 0
+        for ps in parts:
+            if not ps:
+                query_vecs.append(next(whole_vec))
+                continue
+            rows = part_vec[start : start + len(ps)]
+            start += len(ps)
+            mean = (rows * np.asarray([len(p) for p in ps], dtype=np.float32)[:, None]).sum(axis=0)
+            norm = float(np.linalg.norm(mean))
+            query_vecs.append(mean / norm if norm > 0 else mean)
+        pooled_vecs = np.asarray(query_vecs, dtype=np.float32).reshape(len(queries), -1)
+        if len(queries) <= _RecentQueries.MAX_BATCH:
+            self._recent.put(queries, pooled_vecs)  # stages reading the query's vector see the one searched with
+        hits = self.search_vectors(np.concatenate([pooled_vecs, part_vec]) if len(flat) else pooled_vecs, depth)
+        return hits[: len(queries)], split_by_counts(hits[len(queries) :], [len(ps) for ps in parts])
 
     def search_vectors(self, vectors: np.ndarray, depth: int) -> list[list[Hit]]:
         index, ids = self._index, self._ids

@@ -158,31 +158,39 @@ class HybridRetriever(FirstStage):
         self._change(lambda part: part.remove(ids))
 
     def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
-        c = self.config
-        deep = max(depth, c.depth)
+        deep = max(depth, self.config.depth)
         dense, bm25 = self.dense, self.bm25
-        out: list[list[Hit]] = []
-        for dh, bh in zip(dense.search(queries, deep), bm25.search(queries, deep)):
-            pair = [(dh, c.dense_weight), (bh, c.bm25_weight)]
-            if c.fusion == "rrf":
-                fused = rrf_fuse(pair, rrf_k=c.rrf_k, top_k=depth)
-            else:
-                fused = score_fuse(pair, normalization=c.fusion, top_k=depth, confidence_weighted=c.confidence_weighted)
-            dmap, bmap = {h.id: h.score for h in dh}, {h.id: h.score for h in bh}
-            out.append(
-                [
-                    Hit(
-                        h.id,
-                        h.score,
-                        {
-                            **({"dense": dmap[h.id]} if h.id in dmap else {}),
-                            **({"bm25": bmap[h.id]} if h.id in bmap else {}),
-                        },
-                    )
-                    for h in fused
-                ]
+        return [self._fuse(dh, bh, depth) for dh, bh in zip(dense.search(queries, deep), bm25.search(queries, deep))]
+
+    def search_with_parts(
+        self, queries: Sequence[str], parts: Sequence[Sequence[str]], depth: int, *, pooled: bool = False
+    ) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
+        """Both retrievers in one call each; ``pooled`` applies to the dense part (BM25 matches the whole
+        query's words)."""
+        deep = max(depth, self.config.depth)
+        dense, bm25 = self.dense, self.bm25
+        d_whole, d_parts = dense.search_with_parts(queries, parts, deep, pooled=pooled)
+        b_whole, b_parts = bm25.search_with_parts(queries, parts, deep)
+        whole = [self._fuse(dh, bh, depth) for dh, bh in zip(d_whole, b_whole)]
+        by_part = [[self._fuse(dh, bh, depth) for dh, bh in zip(dp, bp)] for dp, bp in zip(d_parts, b_parts)]
+        return whole, by_part
+
+    def _fuse(self, dh: list[Hit], bh: list[Hit], depth: int) -> list[Hit]:
+        c = self.config
+        pair = [(dh, c.dense_weight), (bh, c.bm25_weight)]
+        if c.fusion == "rrf":
+            fused = rrf_fuse(pair, rrf_k=c.rrf_k, top_k=depth)
+        else:
+            fused = score_fuse(pair, normalization=c.fusion, top_k=depth, confidence_weighted=c.confidence_weighted)
+        dmap, bmap = {h.id: h.score for h in dh}, {h.id: h.score for h in bh}
+        return [
+            Hit(
+                h.id,
+                h.score,
+                {**({"dense": dmap[h.id]} if h.id in dmap else {}), **({"bm25": bmap[h.id]} if h.id in bmap else {})},
             )
-        return out
+            for h in fused
+        ]
 
     def embeddings_for(self, ids: Sequence[str]) -> np.ndarray | None:
         return self.dense.embeddings_for(ids)
