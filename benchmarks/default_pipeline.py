@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from toolrerank_plugins.catalog import default_catalog_path
 from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.evaluation import EvalReport, evaluate
 from toolrerank_plugins.loaders import load_catalog, load_queries
@@ -39,8 +40,9 @@ from toolrerank_plugins.pipelines import pipeline_config
 
 logger = logging.getLogger("default_pipeline")
 
-#: dataset -> the split reported (dev everywhere; ToolBench ships train + dev).
-DATASETS = ("api-bank", "restbench", "nestful", "seal-tools", "metatool", "toolbench")
+#: dataset -> the split reported (dev everywhere; ToolBench ships train + dev). ``bundled`` is the catalog shipped
+#: with the library (88 labelled queries, its declared edges).
+DATASETS = ("bundled", "api-bank", "restbench", "nestful", "seal-tools", "metatool", "toolbench")
 BASELINES = ("bm25", "dense", "hybrid", "hybrid+tgr")
 
 
@@ -61,6 +63,15 @@ def _set(path: Sequence[str], value: Any) -> Callable[[dict[str, Any]], None]:
     return edit
 
 
+def _stage_param(stage: str, key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(cfg: dict[str, Any]) -> None:
+        for spec in cfg.get("stages", []):
+            if spec["type"] == stage:
+                spec.setdefault("params", {})[key] = value
+
+    return edit
+
+
 #: ablation name -> an edit of the default pipeline's config data (each switches one part off).
 ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -identifiers": _set(("bm25", "tokenizer"), "plain"),
@@ -68,6 +79,7 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -score fusion (RRF k=5)": _set(("hybrid", "fusion"), "rrf"),
     "default -confidence weights": _set(("hybrid", "confidence_weighted"), False),
     "default -multi_intent": _without_stage("multi_intent"),
+    "default -pooled message vector": _stage_param("multi_intent", "pooled", False),
     "default -tool_evidence": _without_stage("tool_evidence"),
     "default -tgr": _without_stage("tgr"),
 }
@@ -102,8 +114,9 @@ def bootstrap(a: Sequence[float], b: Sequence[float], *, n: int = 1000, seed: in
 def run_dataset(
     data: Path, ds: str, configs: Mapping[str, EngineConfig], *, cache_dir: Path | None, toolbench_engine: Path | None
 ) -> dict[str, EvalReport]:
-    catalog = load_catalog(data / ds)
-    queries = [q for q in load_queries(data / ds) if q.split == "dev"]
+    folder = Path(default_catalog_path()) if ds == "bundled" else data / ds
+    catalog = load_catalog(folder)
+    queries = [q for q in load_queries(folder) if q.split == "dev"]
     if ds == "toolbench":
         if toolbench_engine is None:
             raise SystemExit("toolbench needs --toolbench-engine (a saved hybrid engine over DATA/toolbench)")

@@ -63,12 +63,24 @@ class EngineConfig(RenamedFieldsModel):
 #: constructors without a config. Zero training and no LLM; each part was kept because it pays on the shared
 #: dev sets (docs/benchmarks/default_pipeline.md): identifier-aware BM25 that keeps each word and its stem,
 #: hybrid score fusion weighted per query by each retriever's confidence, each request of a multi-request
-#: message retrieved on its own (``multi_intent``), and tool-level evidence (``tool_evidence``).
+#: message retrieved on its own (``multi_intent``), tool-level evidence (``tool_evidence``), and the dependency
+#: graph's prerequisites of the two leading results (``tgr``: declared edges and typed-id schema edges only,
+#: no graph convolution; settings chosen by cross-validation in docs/benchmarks/tgr_closure.md).
 DEFAULT_PIPELINE: Mapping[str, Any] = {
     "retriever": "hybrid",
     "bm25": {"tokenizer": "identifiers", "stemmer": "english"},
     "hybrid": {"fusion": "zscore", "confidence_weighted": True},
-    "stages": [{"type": "multi_intent"}, {"type": "tool_evidence"}],
+    "stages": [
+        {"type": "multi_intent"},
+        {"type": "tool_evidence"},
+        {
+            "type": "tgr",
+            "params": {
+                "propagate": False,
+                "expansion": {"enabled": True, "window": 2, "max_inserted": 2, "min_weight": 1.0},
+            },
+        },
+    ],
 }
 
 
@@ -77,7 +89,7 @@ def default_config() -> EngineConfig:
 
     Example:
         >>> [s.type for s in default_config().stages]
-        ['multi_intent', 'tool_evidence']
+        ['multi_intent', 'tool_evidence', 'tgr']
     """
     import copy
 

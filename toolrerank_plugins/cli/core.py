@@ -224,8 +224,8 @@ def add_parser(sub: Any) -> None:
     s = sub.add_parser("demo", help="build an engine over the bundled catalog and answer a few queries")
     s.add_argument(
         "--pipeline",
-        default="hybrid+tgr",
-        help=pipeline_help("pipeline name or engine config .json (default: hybrid+tgr)"),
+        default="default",
+        help=pipeline_help("pipeline name or engine config .json (default: default, the recommended pipeline)"),
     )
     s.add_argument("--query", action="append", help="your own query (repeatable)")
     s.add_argument("--top-k", type=int, default=5)
