@@ -72,27 +72,27 @@ def _stage_param(stage: str, key: str, value: Any) -> Callable[[dict[str, Any]],
     return edit
 
 
-#: ablation name -> an edit of the default pipeline's config data (each switches one part off).
+#: ablation name -> an edit of the default pipeline's config data (each switches one part off; "+": an option on).
 ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -identifiers": _set(("bm25", "tokenizer"), "plain"),
     "default -stemming": _set(("bm25", "stemmer"), None),
     "default -score fusion (RRF k=5)": _set(("hybrid", "fusion"), "rrf"),
     "default -confidence weights": _set(("hybrid", "confidence_weighted"), False),
     "default -multi_intent": _without_stage("multi_intent"),
-    "default -pooled message vector": _stage_param("multi_intent", "pooled", False),
+    "default +pooled message vector": _stage_param("multi_intent", "pooled", True),
     "default -tool_evidence": _without_stage("tool_evidence"),
     "default -tgr": _without_stage("tgr"),
 }
 
 
-def pipelines(with_ablations: bool) -> dict[str, EngineConfig]:
+def pipelines(ablations: Sequence[str] = tuple(ABLATIONS)) -> dict[str, EngineConfig]:
+    """The baselines, the default and the named ablations of it."""
     out = {name: pipeline_config(name) for name in (*BASELINES, "default")}
-    if with_ablations:
-        base = pipeline_config("default").model_dump(mode="json")
-        for name, edit in ABLATIONS.items():
-            data = copy.deepcopy(base)
-            edit(data)
-            out[name] = EngineConfig.model_validate(data)
+    base = pipeline_config("default").model_dump(mode="json")
+    for name in ablations:
+        data = copy.deepcopy(base)
+        ABLATIONS[name](data)
+        out[name] = EngineConfig.model_validate(data)
     return out
 
 
@@ -201,11 +201,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cache-dir", type=Path, help="keep each catalog's vectors here between runs")
     ap.add_argument("--toolbench-engine", type=Path, help="saved hybrid engine over DATA/toolbench")
     ap.add_argument("--no-ablations", action="store_true")
+    ap.add_argument("--ablations", nargs="+", choices=list(ABLATIONS), help="only these ablations (default: all)")
     ap.add_argument("--out", type=Path, help="JSON with every report (per-query rankings included)")
     ap.add_argument("--md", type=Path, help="write the markdown tables here")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    configs = pipelines(not args.no_ablations)
+    configs = pipelines(() if args.no_ablations else args.ablations or tuple(ABLATIONS))
     results = {
         ds: run_dataset(args.data, ds, configs, cache_dir=args.cache_dir, toolbench_engine=args.toolbench_engine)
         for ds in args.datasets

@@ -163,7 +163,7 @@ class QueryParts:
     rankings with :meth:`StageContext.retrieve` as usual; they are already there, not retrieved again.
 
     ``pooled``: the first stage may search the whole query with the length-weighted mean of its parts'
-    vectors instead of encoding the query itself (one encoding per search instead of two; the lexical
+    vectors instead of encoding the query itself (each text encoded once instead of twice; the lexical
     part still matches the whole query's words).
     """
 

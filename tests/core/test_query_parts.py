@@ -57,12 +57,20 @@ def test_a_single_request_message_is_one_plain_search() -> None:
     assert emb.calls == before + 1
 
 
-def test_pooled_message_is_encoded_once_and_searched_with_the_mean_of_its_requests() -> None:
+def test_message_and_requests_are_encoded_in_one_call() -> None:
     emb = FakeEmbedder()
     engine = Engine.build(tiny_catalog(), _config("dense"), embedder=emb)
-    before = emb.calls
+    calls, texts = emb.calls, emb.texts_encoded
     engine.search(MESSAGE, top_k=3)
-    assert emb.calls == before + 1  # the requests, in one call; the message itself is not encoded
+    assert (emb.calls, emb.texts_encoded) == (calls + 1, texts + 1 + len(REQUESTS))
+
+
+def test_pooled_message_is_encoded_once_and_searched_with_the_mean_of_its_requests() -> None:
+    emb = FakeEmbedder()
+    engine = Engine.build(tiny_catalog(), _config("dense", pooled=True), embedder=emb)
+    calls, texts = emb.calls, emb.texts_encoded
+    engine.search(MESSAGE, top_k=3)
+    assert (emb.calls, emb.texts_encoded) == (calls + 1, texts + len(REQUESTS))  # the message is not encoded
 
     dense = DenseRetriever(DenseConfig(), embedder=FakeEmbedder())
     cat = tiny_catalog()
@@ -77,15 +85,16 @@ def test_pooled_message_is_encoded_once_and_searched_with_the_mean_of_its_reques
 
 @pytest.mark.parametrize("retriever", ["dense", "hybrid"])
 def test_unpooled_parts_give_the_rankings_of_separate_searches(retriever: str) -> None:
-    engine = Engine.build(tiny_catalog(), _config(retriever, pooled=False), embedder=FakeEmbedder())
+    engine = Engine.build(tiny_catalog(), _config(retriever), embedder=FakeEmbedder())
     first = engine.first_stage
     whole, parts = first.search_with_parts([MESSAGE, "weather"], [REQUESTS, ()], 6)
     assert whole == first.search([MESSAGE, "weather"], 6)
     assert parts == [first.search(REQUESTS, 6), []]
 
 
-def test_async_search_matches_sync_with_prefetched_requests() -> None:
-    engine = Engine.build(tiny_catalog(), _config("hybrid"), embedder=FakeEmbedder())
+@pytest.mark.parametrize("pooled", [False, True])
+def test_async_search_matches_sync_with_prefetched_requests(pooled: bool) -> None:
+    engine = Engine.build(tiny_catalog(), _config("hybrid", pooled=pooled), embedder=FakeEmbedder())
     queries = [MESSAGE, "weather forecast for Oslo", "tell me the weather. Also send an email to Bob"]
     sync = [[(h.id, round(h.score, 9)) for h in r] for r in engine.search_batch(queries, top_k=6)]
     got = asyncio.run(engine.asearch_batch(queries, top_k=6))

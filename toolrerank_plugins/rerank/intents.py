@@ -7,10 +7,11 @@ engine's first stage, and merges the whole-message ranking and every request's r
 fusion with a small constant (``rrf_k=1``: close to interleaving, so each request's top tools reach the top
 ranks). A message with a single request is left exactly as the first stage ranked it.
 
-Cost: the requests are searched in the same first-stage call as the message (:meth:`query_parts`), and with
-``pooled`` (the default) the message itself is searched with the mean of its requests' vectors, so each word
-is encoded once (chosen on train splits: dense-only merge, Seal-Tools train 79.9 pooled vs 80.0 encoded apart,
-MetaTool train 76.5 vs 76.7; docs/benchmarks/default_pipeline.md).
+Cost: the requests are searched in the same first-stage call as the message (:meth:`query_parts`), so a
+message of n requests costs one batched retrieval of n + 1 texts. With ``pooled`` the message itself is
+searched with the mean of its requests' vectors, so each word is encoded once; on train splits that is as good
+on Seal-Tools and MetaTool (dense-only merge: 79.9 vs 80.0, 76.5 vs 76.7) but 1.4 points lower Recall@5 on
+ToolBench (the full default pipeline: 51.1 vs 52.5), so it is off by default (docs/benchmarks/default_pipeline.md).
 
 Example:
     >>> split_requests("Find a hotel in Rome. Also, what's the weather there tomorrow?")
@@ -77,9 +78,10 @@ class MultiIntentConfig(BaseModel):
     rrf_k: int = Field(1, ge=1, description="RRF constant when merging the whole message's and each request's ranking")
     whole_weight: float = Field(1.0, ge=0, description="weight of the whole message's ranking in the merge")
     pooled: bool = Field(
-        True,
+        False,
         description="search a multi-request message with the length-weighted mean of its requests' vectors "
-        "instead of encoding it again (one encoding of the text instead of two; dense and hybrid first stages)",
+        "instead of encoding it again: one encoding of the text instead of two (dense and hybrid first stages); "
+        "faster, but 1.4 points lower Recall@5 on ToolBench train, so off by default",
     )
 
 

@@ -1,0 +1,99 @@
+"""Query latency of the ``default`` pipeline against plain ``hybrid``, interleaved so both see the same load.
+
+``default_pipeline.py`` times each pipeline over all queries one after the other; on a shared machine the load
+changes between the two runs. Here every query is searched by both engines back to back (the order alternating
+per query), over ``--rounds`` passes, after one warm-up pass; the ratio of the two p50s is the number to read.
+Both engines share the catalog vectors (no encoding of documents is timed), and each search encodes its query.
+
+Usage::
+
+    OMP_NUM_THREADS=1 python benchmarks/default_latency.py --data ../shared/data --datasets bundled api-bank \\
+        --cache-dir runs/emb --toolbench-engine runs/engines/toolbench-hybrid
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from toolrerank_plugins.catalog import default_catalog_path
+from toolrerank_plugins.engine import Engine
+from toolrerank_plugins.loaders import load_catalog, load_queries
+from toolrerank_plugins.pipelines import pipeline_config
+
+PIPELINES = ("hybrid", "default")
+
+
+def _cache(ds: str, cache_dir: Path | None, toolbench_engine: Path | None) -> dict[str, np.ndarray] | None:
+    if ds == "toolbench":
+        if toolbench_engine is None:
+            raise SystemExit("toolbench needs --toolbench-engine (a saved hybrid engine over DATA/toolbench)")
+        return Engine.load(toolbench_engine).first_stage.embedding_cache()
+    if cache_dir is not None and (cache_dir / f"{ds}.npz").exists():
+        with np.load(cache_dir / f"{ds}.npz") as z:
+            return {k: z[k] for k in z.files}
+    return None
+
+
+def measure(
+    data: Path, ds: str, *, rounds: int, limit: int | None, cache_dir: Path | None, toolbench_engine: Path | None
+) -> dict[str, float]:
+    folder = Path(default_catalog_path()) if ds == "bundled" else data / ds
+    catalog = load_catalog(folder)
+    queries = [q.query for q in load_queries(folder) if q.split == "dev"][:limit]
+    cache = _cache(ds, cache_dir, toolbench_engine)
+    engines = {name: Engine.build(catalog, pipeline_config(name), embedding_cache=cache) for name in PIPELINES}
+    for engine in engines.values():  # warm-up: models loaded, caches filled
+        for q in queries[:20]:
+            engine.search(q, top_k=10)
+    times: dict[str, list[float]] = {name: [] for name in PIPELINES}
+    for r in range(rounds):
+        for i, q in enumerate(queries):
+            order = PIPELINES if (i + r) % 2 == 0 else PIPELINES[::-1]
+            for name in order:
+                t = time.perf_counter()
+                engines[name].search(q, top_k=10)
+                times[name].append((time.perf_counter() - t) * 1000)
+    p50 = {name: float(np.percentile(v, 50)) for name, v in times.items()}
+    return {
+        "queries": len(queries),
+        "rounds": rounds,
+        **{f"{n}_p50_ms": round(v, 2) for n, v in p50.items()},
+        **{f"{n}_mean_ms": round(float(np.mean(times[n])), 2) for n in PIPELINES},
+        "ratio_p50": round(p50["default"] / p50["hybrid"], 3),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--datasets", nargs="+", default=["bundled"])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--limit", type=int, help="at most this many dev queries per dataset")
+    ap.add_argument("--cache-dir", type=Path)
+    ap.add_argument("--toolbench-engine", type=Path)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    results = {}
+    for ds in args.datasets:
+        results[ds] = measure(
+            args.data,
+            ds,
+            rounds=args.rounds,
+            limit=args.limit,
+            cache_dir=args.cache_dir,
+            toolbench_engine=args.toolbench_engine,
+        )
+        print(ds, json.dumps(results[ds]), flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
