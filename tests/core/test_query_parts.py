@@ -57,12 +57,13 @@ def test_a_single_request_message_is_one_plain_search() -> None:
     assert emb.calls == before + 1
 
 
-def test_message_and_requests_are_encoded_in_one_call() -> None:
+def test_message_and_its_requests_are_each_encoded_once() -> None:
     emb = FakeEmbedder()
     engine = Engine.build(tiny_catalog(), _config("dense"), embedder=emb)
     calls, texts = emb.calls, emb.texts_encoded
     engine.search(MESSAGE, top_k=3)
-    assert (emb.calls, emb.texts_encoded) == (calls + 1, texts + 1 + len(REQUESTS))
+    # two calls (messages, then requests: one batch would pad each request to the message's length)
+    assert (emb.calls, emb.texts_encoded) == (calls + 2, texts + 1 + len(REQUESTS))
 
 
 def test_pooled_message_is_encoded_once_and_searched_with_the_mean_of_its_requests() -> None:

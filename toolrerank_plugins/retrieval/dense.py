@@ -287,30 +287,34 @@ class DenseRetriever(FirstStage):
     def search_with_parts(
         self, queries: Sequence[str], parts: Sequence[Sequence[str]], depth: int, *, pooled: bool = False
     ) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
-        """One encoding call for the queries and their parts; with ``pooled`` a query with parts is not
-        encoded itself but searched with the mean of its parts' vectors, weighted by their lengths
-        (normalised): one encoding of each text instead of the message plus its requests."""
-        if not pooled or not queries:
-            return super().search_with_parts(queries, parts, depth)
-        whole = [q for q, ps in zip(queries, parts) if not ps]
+        """The queries and their parts encoded in two calls (one batch would pad every request to the
+        message's length: measured 1.3x slower on ToolBench messages), searched in one. With ``pooled`` a
+        query with parts is not encoded itself but searched with the mean of its parts' vectors, weighted
+        by their lengths (normalised): each text is encoded once."""
+        if not queries:
+            return [], []
+        counts = [len(ps) for ps in parts]
         flat = [p for ps in parts for p in ps]
-        vectors = self.encode_queries([*whole, *flat])
-        whole_vec, part_vec = iter(vectors[: len(whole)]), vectors[len(whole) :]
-        query_vecs, start = [], 0
-        for ps in parts:
-            if not ps:
-                query_vecs.append(next(whole_vec))
-                continue
-            rows = part_vec[start : start + len(ps)]
+        own = [i for i, n in enumerate(counts) if not (pooled and n)]  # queries encoded themselves
+        own_vec = self.encode_queries([queries[i] for i in own]) if own else None
+        part_vec = self.encode_queries(flat) if flat else None
+        dim = (own_vec if own_vec is not None else part_vec).shape[1]  # type: ignore[union-attr]
+        query_vec = np.zeros((len(queries), dim), dtype=np.float32)
+        if own_vec is not None:
+            query_vec[own] = own_vec
+        start = 0
+        for i, ps in enumerate(parts):
+            if pooled and ps:
+                rows = part_vec[start : start + len(ps)]  # type: ignore[index]
+                mean = (rows * np.asarray([len(p) for p in ps], dtype=np.float32)[:, None]).sum(axis=0)
+                norm = float(np.linalg.norm(mean))
+                query_vec[i] = mean / norm if norm > 0 else mean
+                if len(queries) <= _RecentQueries.MAX_BATCH:  # stages reading the query's vector see this one
+                    self._recent.put([queries[i]], query_vec[i : i + 1])
             start += len(ps)
-            mean = (rows * np.asarray([len(p) for p in ps], dtype=np.float32)[:, None]).sum(axis=0)
-            norm = float(np.linalg.norm(mean))
-            query_vecs.append(mean / norm if norm > 0 else mean)
-        pooled_vecs = np.asarray(query_vecs, dtype=np.float32).reshape(len(queries), -1)
-        if len(queries) <= _RecentQueries.MAX_BATCH:
-            self._recent.put(queries, pooled_vecs)  # stages reading the query's vector see the one searched with
-        hits = self.search_vectors(np.concatenate([pooled_vecs, part_vec]) if len(flat) else pooled_vecs, depth)
-        return hits[: len(queries)], split_by_counts(hits[len(queries) :], [len(ps) for ps in parts])
+        vectors = query_vec if part_vec is None else np.concatenate([query_vec, part_vec])
+        hits = self.search_vectors(vectors, depth)
+        return hits[: len(queries)], split_by_counts(hits[len(queries) :], counts)
 
     def search_vectors(self, vectors: np.ndarray, depth: int) -> list[list[Hit]]:
         index, ids = self._index, self._ids
