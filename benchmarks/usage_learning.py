@@ -8,7 +8,7 @@ Recall@5 and Sufficiency@5 (percent), memorised vs generalised queries (dev text
 query latency, and the learn time.
 
     python benchmarks/usage_learning.py --data ../shared/data --datasets metatool seal-tools api-bank nestful \
-        --pipeline hybrid --out usage.json
+        --poison-seeds 5 --out usage.json
     python benchmarks/usage_learning.py --data ../shared/data --datasets toolbench --engine toolbench=ENGINE_DIR
     OMP_NUM_THREADS=2 python benchmarks/usage_learning.py --data ../shared/data --learn-timing 20000
     python benchmarks/usage_learning.py --data ../shared/data --latency metatool --limit 200
@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import json
 import logging
+import os
 import random
 import sys
 import time
@@ -121,6 +122,16 @@ def measure(engine: Engine, dev: Sequence[Any], log_texts: set[str] | None = Non
         "latency_ms": rep.latency_ms,
         "rankings": [(p["ranking"], p["scores"]) for p in rep.per_query],
     }
+    groups = sorted({p["group"] for p in rep.per_query if p["group"]})
+    if len(groups) > 1:  # e.g. MetaTool's single- and two-tool requests
+        out["groups"] = {
+            g: {
+                m: 100 * float(np.mean([p["metrics"][m] for p in rep.per_query if p["group"] == g]))
+                for m in ("recall@5", "sufficiency@5")
+            }
+            | {"n": sum(p["group"] == g for p in rep.per_query)}
+            for g in groups
+        }
     if log_texts is not None:
         split = memorised_split(rep.per_query, log_texts)
         out["memorised"] = {k: (100 * v if k != "n" else v) for k, v in split["memorised"].items()}
@@ -149,9 +160,19 @@ def run_split(base: Engine, emb: Any, log_qs: list[Any], dev: list[Any], args: a
             "unknown_tool_ids": report["unknown_tool_ids"],
         }
     if args.poison:
-        eng = fresh(base, emb)
-        eng.learn(poisoned(log, base.catalog.ids, args.poison, args.seed))
-        res["poisoned"] = measure(eng, dev, texts)
+        runs = []
+        for seed in range(args.seed, args.seed + args.poison_seeds):
+            eng = fresh(base, emb)
+            eng.learn(poisoned(log, base.catalog.ids, args.poison, seed))
+            runs.append(measure(eng, dev, texts))
+            if seed == args.seed:
+                res["poisoned"] = runs[-1]
+        if len(runs) > 1:  # one poisoned log is one draw: the mean over several seeds is steadier
+            res["poisoned_mean"] = {m: float(np.mean([r[m] for r in runs])) for m in ("recall@5", "sufficiency@5")} | {
+                "latency_ms": {"p50": float(np.mean([r["latency_ms"]["p50"] for r in runs]))},
+                "seeds": len(runs),
+            }
+            res["poisoned_mean"]["per_seed_recall@5"] = [r["recall@5"] for r in runs]
     return res
 
 
@@ -167,6 +188,11 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
         for m in ("recall@5", "sufficiency@5"):
             merged[m] = sum(p[key][m] * p["n_dev"] for p in parts) / total
         merged["latency_ms"] = {"p50": float(np.mean([p[key]["latency_ms"]["p50"] for p in parts]))}
+        if "per_seed_recall@5" in val:
+            merged["per_seed_recall@5"] = [
+                sum(p[key]["per_seed_recall@5"][j] * p["n_dev"] for p in parts) / total
+                for j in range(len(val["per_seed_recall@5"]))
+            ]
         for sub in ("memorised", "generalised"):
             if sub in val:
                 n = sum(p[key][sub]["n"] for p in parts)
@@ -183,8 +209,9 @@ def run_dataset(name: str, args: argparse.Namespace, emb: Any) -> dict[str, Any]
     folder = Path(args.data) / name
     engines = dict(e.split("=", 1) for e in args.engine or [])
     t = time.perf_counter()
-    if name in engines:
-        base = Engine.load(engines[name], embedder=emb, verify=False)
+    if name in engines:  # a saved engine's vectors (e.g. ToolBench's 47k APIs), the --pipeline over them
+        cache = Engine.load(engines[name], embedder=emb, verify=False).first_stage.embedding_cache()
+        base = Engine.build(load_catalog(folder), pipeline_config(args.pipeline), embedder=emb, embedding_cache=cache)
     else:
         base = Engine.build(load_catalog(folder), pipeline_config(args.pipeline), embedder=emb)
     say(f"{name}: engine ready in {time.perf_counter() - t:.1f}s ({base!r})")
@@ -213,43 +240,59 @@ def run_dataset(name: str, args: argparse.Namespace, emb: Any) -> dict[str, Any]
 
 
 def learn_timing(args: argparse.Namespace) -> dict[str, Any]:
-    """``learn`` of N MetaTool records into a fresh hybrid engine, the requests encoded by MiniLM."""
+    """``learn`` of N MetaTool records into a fresh engine (``--pipeline``), every request encoded by MiniLM:
+    the train requests, then (past 19,440) two-request messages made of pairs of train requests."""
     folder = Path(args.data) / "metatool"
     emb = SentenceTransformerEmbedder("default", device="cpu", torch_threads=args.threads)
     base = Engine.build(load_catalog(folder), pipeline_config(args.pipeline), embedder=emb)
-    qs = load_queries(folder)[: args.learn_timing]
-    log = records(qs)
+    train = load_queries(folder, split="train")
+    log = records(train)[: args.learn_timing]
+    rng = random.Random(args.seed)
+    while len(log) < args.learn_timing:
+        a, b = rng.sample(train, 2)
+        log.append(UsageRecord(f"{a.query} {b.query}", relevant=(*a.relevant, *b.relevant), id=f"pair-{len(log)}"))
     t = time.perf_counter()
     report = base.learn(log)
     secs = time.perf_counter() - t
-    return {"records": len(log), "seconds": secs, "report": report, "torch_threads": args.threads}
+    return {
+        "records": len(log),
+        "seconds": secs,
+        "encode_seconds": report["encode_seconds"],
+        "calibrate_seconds": report.get("calibrate_seconds"),
+        "report": report,
+        "torch_threads": args.threads,
+        "load_before": os.getloadavg(),
+    }
 
 
 def latency(args: argparse.Namespace) -> dict[str, Any]:
     """Query latency of the base pipeline and of the same pipeline with the whole train log learned, on
-    ``--latency`` dataset's first ``--limit`` dev queries, encoding each dev query for real (the log's
-    vectors may come from ``--cache``)."""
+    ``--limit`` dev queries of ``--latency`` (every n-th, so multi-request messages are in), every query text
+    (and its requests) encoded for real during its search, as in production; only the log's vectors may come
+    from ``--cache``."""
     folder = Path(args.data) / args.latency
     emb = CachedEmbedder(SentenceTransformerEmbedder("default", device="cpu"), Path(args.cache) if args.cache else None)
-    dev = load_queries(folder, split="dev")[: args.limit or 200]
-    for q in dev:  # every dev query is encoded during its search, as in production
-        emb.vectors.pop(emb.key(q.query), None)
+    dev = load_queries(folder, split="dev")
+    limit = args.limit or 200
+    dev = dev[:: max(1, len(dev) // limit)][:limit]
     base = Engine.build(load_catalog(folder), pipeline_config(args.pipeline), embedder=emb)
     learned = fresh(base, emb)
-    learned.learn(records(load_queries(folder, split="train")))
+    report = learned.learn(records(load_queries(folder, split="train")))
     out: dict[str, Any] = {}
     for _ in range(2):  # alternate, so load changes hit both alike
         for name, eng in (("base", base), ("log_100", learned)):
-            for q in dev:
-                emb.vectors.pop(emb.key(q.query), None)
+            emb.vectors.clear()  # nothing a search encodes comes from the cache
             rep = evaluate(eng, dev, ks=(5,), batch_size=None, warmup=0)
             out.setdefault(name, []).append(rep.latency_ms)
-    res = {
+    res: dict[str, Any] = {
         k: {"p50": float(np.mean([r["p50"] for r in v])), "mean": float(np.mean([r["mean"] for r in v]))}
         for k, v in out.items()
     }
     res["ratio_p50"] = res["log_100"]["p50"] / res["base"]["p50"]
     res["ratio_mean"] = res["log_100"]["mean"] / res["base"]["mean"]
+    res["queries"] = len(dev)
+    res["memory_size"] = report["memory_size"]
+    res["load_before"] = os.getloadavg()
     return res
 
 
@@ -257,10 +300,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, help="folder holding the benchmark folders (../shared/data)")
     p.add_argument("--datasets", nargs="*", default=["metatool", "seal-tools", "toolbench", "api-bank", "nestful"])
-    p.add_argument("--pipeline", default="default" if "default" in known_pipelines() else "hybrid")
+    p.add_argument("--pipeline", default="default", help=f"base pipeline (one of {', '.join(known_pipelines())})")
     p.add_argument("--engine", action="append", help="NAME=SAVED_ENGINE_DIR (e.g. toolbench's 47k index)")
     p.add_argument("--fractions", type=float, nargs="+", default=[0.1, 0.3, 1.0])
     p.add_argument("--poison", type=float, default=0.1, help="share of log records pointing at random tools")
+    p.add_argument("--poison-seeds", type=int, default=1, help="poisoned logs drawn (seeds --seed, --seed+1, ...)")
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, default=0, help="evaluate only the first N dev queries")
@@ -301,6 +345,10 @@ def main() -> int:
                     f"  {key:<10} R@5 {val['recall@5']:5.1f}  S@5 {val['sufficiency@5']:5.1f}  "
                     f"p50 {val['latency_ms']['p50']:.1f} ms{extra}"
                 )
+                for g, gv in val.get("groups", {}).items():
+                    say(f"    {g:<8} n={gv['n']}: R@5 {gv['recall@5']:5.1f}  S@5 {gv['sufficiency@5']:5.1f}")
+                if "per_seed_recall@5" in val:
+                    say(f"    per seed R@5: {', '.join(f'{x:.1f}' for x in val['per_seed_recall@5'])}")
         if args.out:
             Path(args.out).write_text(json.dumps(results, indent=1))
     return 0

@@ -5,7 +5,8 @@ them. This module turns that history into four things (``docs/usage.md``):
 
 1. **seen tools** for ToolRerank's adaptive truncation (the catalog's ``seen`` flags);
 2. **a usage memory**: past requests similar to a new one (dense + lexical similarity) vote for the tools
-   that served them; the ``usage_memory`` stage fuses the votes with the ranking it receives, so an empty
+   that served them; the ``usage_memory`` stage fuses the votes with the ranking it receives, as far as such
+   votes were right on the log itself (leave-one-out, :class:`Calibration`), so an empty
    or irrelevant memory changes nothing;
 3. **co-usage edges**: tools used together for one request, repeatedly, become weighted catalog edges
    (mined with :func:`~toolrerank_plugins.graph.traces.mine_trace_edges`) that TGR's expansion follows;
@@ -39,6 +40,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -59,6 +61,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from toolrerank_plugins.errors import ConfigError, PersistenceError, ToolRerankError
 from toolrerank_plugins.graph.traces import mine_trace_edges
 from toolrerank_plugins.records import Edge, LabelledQuery, ScoredTool, check_text, renumber, stable_id
+from toolrerank_plugins.rerank.intents import split_requests
 from toolrerank_plugins.stages import LearnResult, Stage, StageContext, StageType
 
 try:  # POSIX advisory locks (several processes appending to one log); absent on Windows
@@ -70,6 +73,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "USAGE_EDGE_ORIGIN",
+    "Calibration",
     "UsageLog",
     "UsageLogError",
     "UsageMemory",
@@ -87,6 +91,7 @@ __all__ = [
 USAGE_EDGE_ORIGIN = "usage"
 MEMORY_FILE = "usage_memory.json"
 VECTORS_FILE = "vectors.npy"
+CALIBRATION_FILE = "usage_calibration.json"
 MEMORY_FORMAT = 1
 
 
@@ -572,6 +577,9 @@ class UsageMemory:
         if not (len(self.tools) == len(self.ids) == len(self.ts) == len(self.order) == n) or len(self.vectors) != n:
             raise ValueError("UsageMemory: texts, tools, ids, ts and vectors must have one entry per request")
         self._id_set = frozenset(self.ids)
+        self.rows_by_text: dict[str, list[int]] = {}
+        for i, t in enumerate(self.texts):
+            self.rows_by_text.setdefault(t, []).append(i)
         self.lexical = _Lexical(self.texts)
         self.tool_counts: Counter[str] = Counter(t for ts_ in self.tools for t in ts_)
         self.co_usage: Counter[tuple[str, str]] = Counter()
@@ -643,10 +651,16 @@ class UsageMemory:
         )
 
     def neighbours(
-        self, query: str, vector: np.ndarray | None, config: UsageMemoryConfig
+        self,
+        query: str,
+        vector: np.ndarray | None,
+        config: UsageMemoryConfig,
+        *,
+        exclude: Sequence[int] = (),
     ) -> list[tuple[int, float, float, float]]:
         """The past requests similar to ``query``: ``(row, similarity, dense, lexical)``, most similar first,
-        at most ``config.neighbours`` and only those at or above ``config.min_similarity``."""
+        at most ``config.neighbours`` and only those at or above ``config.min_similarity``; rows in
+        ``exclude`` never (leave-one-out estimates)."""
         if not len(self):
             return []
         lex = self.lexical.similarities(query)
@@ -656,20 +670,52 @@ class UsageMemory:
             dense = np.zeros(len(self), dtype=np.float32)
         a = config.dense_weight if vector is not None else 0.0
         sim = a * dense + (1.0 - a) * lex
+        if len(exclude):
+            sim[np.asarray(exclude, dtype=np.int64)] = -np.inf
         k = min(config.neighbours, len(sim))
         top = np.argpartition(-sim, k - 1)[:k] if k < len(sim) else np.arange(len(sim))
         top = top[np.lexsort((top, -sim[top]))]
         return [(int(i), float(sim[i]), float(dense[i]), float(lex[i])) for i in top if sim[i] >= config.min_similarity]
 
+    def request_votes(
+        self,
+        requests: Sequence[str],
+        vectors: Sequence[np.ndarray | None],
+        config: UsageMemoryConfig,
+        *,
+        exclude: Sequence[int] = (),
+    ) -> tuple[dict[str, tuple[float, float]], list[tuple[int, float, float, float]]]:
+        """Votes for a message: ``requests[0]`` is the whole message, the others its requests (when it holds
+        several). Each looks up its own neighbours; a tool keeps its best vote, and how much that exceeds the
+        whole message's vote for it. Returns ``(tool -> (vote, part excess), neighbours)``."""
+        whole: dict[str, float] = {}
+        best: dict[str, float] = {}
+        near: dict[int, tuple[int, float, float, float]] = {}
+        for k, (text, vector) in enumerate(zip(requests, vectors)):
+            found = self.neighbours(text, vector, config, exclude=exclude)
+            for n in found:
+                if n[0] not in near or n[1] > near[n[0]][1]:
+                    near[n[0]] = n
+            # a request of a multi-request message votes only for tools two past requests agree on: one
+            # record (perhaps a wrong one) must not outvote the whole message through a fragment of it
+            for t, v in self.votes(found, config, 1 if k == 0 else config.part_support).items():
+                if k == 0:
+                    whole[t] = v
+                best[t] = max(best.get(t, 0.0), v)
+        votes = {t: (v, v - whole.get(t, 0.0)) for t, v in best.items()}
+        return votes, sorted(near.values(), key=lambda n: (-n[1], n[0]))
+
     def votes(
-        self, neighbours: Sequence[tuple[int, float, float, float]], config: UsageMemoryConfig
+        self, neighbours: Sequence[tuple[int, float, float, float]], config: UsageMemoryConfig, min_support: int = 1
     ) -> dict[str, float]:
         """Each tool's vote from ``neighbours``, in [0, 1]: a past request weighs
         ``w = ((sim - min_similarity) / (1 - min_similarity)) ** sharpness`` and shares it among the tools
         that served it (``/ n_tools ** share_exponent``); a tool's vote is its share of the total weight
-        times the largest ``w`` (how close the closest past request is)."""
+        times the largest ``w`` (how close the closest past request is). Tools served by fewer than
+        ``min_support`` of the neighbours get no vote."""
         lo = config.min_similarity
         out: dict[str, float] = {}
+        support: Counter[str] = Counter()
         total = top = 0.0
         for row, sim, _, _ in neighbours:
             tools = self.tools[row]
@@ -679,11 +725,12 @@ class UsageMemory:
             total += w
             top = max(top, w)
             share = w / len(tools) ** config.share_exponent
+            support.update(set(tools))
             for t in tools:
                 out[t] = out.get(t, 0.0) + share
         if total <= 0:
             return {}
-        return {t: min(1.0, v / total) * top for t, v in out.items()}
+        return {t: min(1.0, v / total) * top for t, v in out.items() if support[t] >= min_support}
 
     # -- persistence ---------------------------------------------------------------------------------
     def save(self, folder: Path) -> None:
@@ -751,6 +798,201 @@ class UsageMemory:
         return cls(texts, tools, vectors if len(texts) else None, ids, tss, encoder=encoder, order=order)
 
 
+# -- calibration -------------------------------------------------------------------------------------
+#: Upper edges of the vote bins of :class:`Calibration` (votes lie in [0, 1]).
+VOTE_BINS = tuple(round(0.1 * i, 1) for i in range(1, 11))
+#: Rank bins of :class:`Calibration`: (first rank, last rank), 1-based.
+RANK_BINS = ((1, 1), (2, 2), (3, 3), (4, 5), (6, 10), (11, 20), (21, 50), (51, 10**9))
+
+
+def _monotone(values: Sequence[float], weights: Sequence[float], *, increasing: bool) -> list[float]:
+    """Weighted pool-adjacent-violators: the closest monotone sequence (least squares) to ``values``."""
+    vals = list(values) if increasing else [-v for v in values]
+    blocks: list[list[float]] = []  # [mean, weight, count]
+    for v, w in zip(vals, weights):
+        blocks.append([v, max(w, 1e-9), 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            m2, w2, c2 = blocks.pop()
+            m1, w1, c1 = blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, c1 + c2])
+    out: list[float] = []
+    for m, _, c in blocks:
+        out.extend([m] * int(c))
+    return out if increasing else [-v for v in out]
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-4), 1 - 1e-4)
+    return math.log(p / (1 - p))
+
+
+#: How many weights the calibration's logistic model has (:func:`_features`).
+N_FEATURES = 6
+
+
+def _features(rank_p: float, vote: float, part_excess: float) -> list[float]:
+    """Intercept, logit of the rank's precision, the vote, "voted", vote x rank logit, and how much of the vote
+    only one request of a multi-request message gave (its best vote minus the whole message's)."""
+    z = _logit(rank_p)
+    return [1.0, z, vote, float(vote > 0), vote * z, part_excess]
+
+
+def _fit_logistic(x: np.ndarray, y: np.ndarray, ridge: float) -> np.ndarray:
+    """L2-regularised logistic regression by Newton's method; the first two weights are not penalised."""
+    w = np.zeros(x.shape[1])
+    pen = np.full(x.shape[1], ridge)
+    pen[:2] = 0.0  # the intercept and the rank's weight are not the memory's: only its weights shrink to 0
+    for _ in range(50):
+        p = 1.0 / (1.0 + np.exp(-np.clip(x @ w, -30, 30)))
+        grad = x.T @ (p - y) + pen * w
+        hess = (x * (p * (1 - p))[:, None]).T @ x + np.diag(pen + 1e-6)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if float(np.abs(step).max()) < 1e-6:
+            break
+    return w
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How often the memory's votes and the catalog ranking's ranks named a tool that served the request,
+    measured on the log itself when it is learned.
+
+    For sampled log records: the record's request is ranked by the catalog (the first stage), and the memory
+    without the record (and without any record of the same text) votes, as for a new request.
+    ``rank_precision[b]`` is the share of ranked tools at ranks in :data:`RANK_BINS` ``b`` that served the
+    request (smoothed towards ``1 / (rank + 1)`` and made non-increasing). A logistic model (``coef``, over
+    ``logit(rank precision)``, the vote, "voted" and their product) then gives the probability that a tool
+    serves the request from its rank and its vote together: the stage orders candidates by it, so the memory
+    moves a tool up only as far as such votes were right, on this log, more often than such ranks. When the
+    log gives too little evidence (fewer than ``min_votes`` votes, or no right and no wrong one) ``coef`` is
+    empty and a vote counts as far as the leave-one-out votes were right (see :meth:`probability`).
+    """
+
+    rank_precision: tuple[float, ...]
+    coef: tuple[float, ...] = ()
+    n_votes: int = 0
+    n_right: int = 0
+    records: int = 0
+
+    @property
+    def fitted(self) -> bool:
+        return len(self.coef) == N_FEATURES
+
+    def rank_p(self, rank: int | None) -> float:
+        """Precision of the catalog ranking at ``rank`` (None: not ranked, the deepest bin's)."""
+        if rank is not None:
+            for (lo, hi), p in zip(RANK_BINS, self.rank_precision):
+                if lo <= rank <= hi:
+                    return p
+        return self.rank_precision[-1]
+
+    def probability(self, rank: int | None, vote: float, part_excess: float = 0.0) -> float:
+        """P(the tool serves the request | its rank in the ranking (None: not ranked), its vote, and how much
+        of the vote only one request of a multi-request message gave). Without a fitted model (too little
+        evidence) ``1 - (1 - rank precision) * (1 - trust * vote)``, ``trust`` the leave-one-out votes' share of
+        right ones (Laplace-smoothed), 0 when there was no leave-one-out vote at all: no evidence, no change."""
+        if not self.fitted:
+            trust = (self.n_right + 1) / (self.n_votes + 2) if self.n_votes else 0.0
+            return 1.0 - (1.0 - self.rank_p(rank)) * (1.0 - trust * min(max(vote, 0.0), 1.0))
+        z = float(np.dot(self.coef, _features(self.rank_p(rank), vote, part_excess)))
+        return 1.0 / (1.0 + math.exp(-min(max(z, -30.0), 30.0)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank_precision": list(self.rank_precision),
+            "coef": list(self.coef),
+            "n_votes": self.n_votes,
+            "n_right": self.n_right,
+            "records": self.records,
+        }
+
+    @classmethod
+    def from_dict(cls, obj: Any, where: str) -> Calibration:
+        def numbers(key: str) -> bool:
+            v = obj.get(key)
+            return isinstance(v, list) and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v
+            )
+
+        ok = (
+            isinstance(obj, dict)
+            and numbers("rank_precision")
+            and numbers("coef")
+            and len(obj["rank_precision"]) == len(RANK_BINS)
+            and all(0 <= x <= 1 for x in obj["rank_precision"])
+            and len(obj["coef"]) in (0, N_FEATURES)
+            and all(isinstance(obj.get(k, 0), int) for k in ("n_votes", "n_right", "records"))
+        )
+        if not ok:
+            raise PersistenceError(f"{where}: corrupt usage memory calibration")
+        return cls(
+            tuple(float(x) for x in obj["rank_precision"]),
+            tuple(float(x) for x in obj["coef"]),
+            int(obj.get("n_votes", 0)),
+            int(obj.get("n_right", 0)),
+            int(obj.get("records", 0)),
+        )
+
+    @classmethod
+    def fit(
+        cls,
+        samples: Sequence[tuple[Sequence[str], Mapping[str, tuple[float, float]], set[str]]],
+        config: UsageMemoryConfig,
+        records: int,
+    ) -> Calibration:
+        """The calibration from ``samples``: for each sampled log record, the catalog's ranking of its
+        request, the memory's leave-one-out votes (tool -> (vote, part excess)) and the tools that served it."""
+        longest = max((len(r) for r, _, _ in samples), default=0)
+        bins = [next(j for j, (lo, hi) in enumerate(RANK_BINS) if lo <= r <= hi) for r in range(1, 1 + longest)]
+        r_hits = [0.0] * len(RANK_BINS)
+        r_seen = [0] * len(RANK_BINS)
+        for ranking, _, served in samples:
+            for rank, tool in enumerate(ranking, start=1):
+                r_seen[bins[rank - 1]] += 1
+                r_hits[bins[rank - 1]] += tool in served
+        a = config.prior
+        prior = [1.0 / (lo + 1) for lo, _ in RANK_BINS]
+        rank_p = [(h + a * q) / (c + a) for h, c, q in zip(r_hits, r_seen, prior)]
+        rank_p = _monotone(rank_p, [c + a for c in r_seen], increasing=False)
+        cal = cls(tuple(rank_p), records=records)
+        xs: list[list[float]] = []
+        ys: list[float] = []
+        n_votes = n_right = 0
+        for ranking, votes, served in samples:
+            ranks = {t: r for r, t in enumerate(ranking, start=1)}
+            for tool in set(ranks) | set(votes):
+                vote, part = votes.get(tool, (0.0, 0.0))
+                xs.append(_features(cal.rank_p(ranks.get(tool)), vote, part))
+                ys.append(float(tool in served))
+                if vote > 0:
+                    n_votes += 1
+                    n_right += tool in served
+        if n_votes < config.min_votes or n_right in (0, n_votes):
+            return cls(tuple(rank_p), (), n_votes, n_right, records)
+        coef = _fit_logistic(np.asarray(xs), np.asarray(ys), config.ridge)
+        coef[1] = max(coef[1], 1e-3)  # never reverse the ranking's order among tools without votes
+        return cls(tuple(rank_p), tuple(float(c) for c in coef), n_votes, n_right, records)
+
+
+def _stable_sample(ids: Sequence[str], k: int) -> list[int]:
+    """Positions of the ``k`` ids with the smallest hash (all when ``k >= len(ids)``): a sample that stays the
+    same as a log grows, except for the new ids that enter it."""
+    if k >= len(ids):
+        return list(range(len(ids)))
+    keys = [hashlib.blake2b(i.encode("utf-8", "surrogatepass"), digest_size=8).digest() for i in ids]
+    return sorted(sorted(range(len(ids)), key=keys.__getitem__)[:k])
+
+
+def _catalog_key(ctx: StageContext) -> str:
+    """Identifies the catalog and depth the kept calibration rankings were made with."""
+    h = hashlib.blake2b(digest_size=12)
+    h.update(str(ctx.depth).encode())
+    for i in ctx.catalog.ids:
+        h.update(i.encode("utf-8", "surrogatepass") + b"\0")
+    return h.hexdigest()
+
+
 # -- the stage ---------------------------------------------------------------------------------------
 class UsageMemoryConfig(BaseModel):
     """Parameters of the ``usage_memory`` stage (fusion knobs chosen on train splits: ``docs/benchmarks/usage.md``).
@@ -760,12 +1002,30 @@ class UsageMemoryConfig(BaseModel):
         min_similarity: a past request below this similarity does not vote (an irrelevant memory changes
             nothing); similarity = ``dense_weight`` * dense cosine + (1 - ``dense_weight``) * TF-IDF cosine.
         dense_weight: weight of the dense similarity (the rest is lexical).
-        weight: weight of the memory's votes against the ranking's reciprocal ranks.
-        rrf_k: the ranking contributes ``1 / (rrf_k + rank)``.
+        weight: ``fusion="weighted"``: weight of the memory's votes against the ranking's reciprocal ranks.
+        rrf_k: ``fusion="weighted"``: the ranking contributes ``1 / (rrf_k + rank)``.
         sharpness: a vote is ``((sim - min_similarity) / (1 - min_similarity)) ** sharpness``.
         share_exponent: a past request's vote is divided by ``n_tools ** share_exponent``.
         min_support: co-usage edges need this many requests using both tools.
         trace_neighbours: similar past requests listed in the trace.
+        split_requests: a message holding several requests (``multi_intent``'s
+            :func:`~toolrerank_plugins.rerank.intents.split_requests`) is also looked up request by request,
+            a tool keeping its best vote (a past request rarely asked for two things at once).
+        part_support: a request of a multi-request message votes only for tools that served at least this
+            many of its similar past requests (one wrong record cannot outvote the whole message).
+        fusion: ``"calibrated"`` (default): each candidate's score is ``1 - (1 - p_rank) * (1 - p_vote)``,
+            the probabilities that its rank in the ranking and its vote name a tool that serves the request,
+            both measured on the log itself when it is learned (:class:`Calibration`), so the memory reorders
+            only as far as it was more often right than the ranking; ``"weighted"``:
+            ``1 / (rrf_k + rank) + weight * vote``.
+        calibration_records: log records ranked by the catalog and voted on leave-one-out to fit the
+            :class:`Calibration` (each costs one first-stage search when the log is learned).
+        min_votes: fewer leave-one-out votes than this (or none right, or none wrong): too little evidence
+            to fit the calibration's model; a vote then counts as far as those votes were right, and not at
+            all without any (:meth:`Calibration.probability`).
+        prior: pseudo-counts smoothing the ranks' precision towards ``1 / (rank + 1)``.
+        ridge: L2 penalty on the memory's weights in the calibration's logistic model (the less evidence, the
+            closer to "the memory changes nothing").
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -779,17 +1039,116 @@ class UsageMemoryConfig(BaseModel):
     share_exponent: float = Field(0.5, ge=0.0)
     min_support: int = Field(2, ge=1)
     trace_neighbours: int = Field(3, ge=0)
+    split_requests: bool = True
+    part_support: int = Field(2, ge=1)
+    fusion: Literal["calibrated", "weighted"] = "calibrated"
+    calibration_records: int = Field(300, ge=0)
+    min_votes: int = Field(20, ge=1)
+    prior: float = Field(2.0, gt=0.0)
+    ridge: float = Field(1.0, ge=0.0)
 
 
 class UsageMemoryStage(Stage):
-    """Past requests similar to the query vote for the tools that served them; votes are fused with the
-    ranking the stage receives (``1/(rrf_k + rank) + weight * vote``). No similar past request: the
-    candidates come back unchanged (the same objects)."""
+    """Past requests similar to the query (and to each request of a multi-request message) vote for the tools
+    that served them; the candidates are ordered by the probability, measured on the log itself
+    (:class:`Calibration`), that a tool with that rank and that vote served the request (``fusion="weighted"``:
+    ``1/(rrf_k + rank) + weight * vote``). No similar past request: the candidates come back unchanged (the
+    same objects)."""
 
-    def __init__(self, config: UsageMemoryConfig, memory: UsageMemory | None = None) -> None:
+    def __init__(
+        self,
+        config: UsageMemoryConfig,
+        memory: UsageMemory | None = None,
+        calibration: Calibration | None = None,
+        *,
+        rankings: Mapping[str, Sequence[str]] | None = None,
+        rankings_key: str | None = None,
+    ) -> None:
         self.name = "usage_memory"
         self.config = config
         self.memory = memory or UsageMemory()
+        self.calibration = calibration
+        # the requests' vectors of the calibration's sampled multi-request records, by record id
+        self._part_vectors: dict[str, np.ndarray] = {}
+        # catalog rankings of the calibration's sampled records, by record id (see calibrate)
+        self._rankings: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in (rankings or {}).items()}
+        self._rankings_key = rankings_key
+
+    def calibrate(self, ctx: StageContext) -> Calibration | None:
+        """Measure (and keep) the memory's :class:`Calibration` on its own records; None for an empty memory.
+
+        The sampled records' catalog rankings are kept by record id (saved with the calibration), so a
+        later ``learn`` searches only the newly sampled ones; all again when the catalog changed."""
+        memory, cfg = self.memory, self.config
+        if not len(memory):
+            self.calibration = None
+            return None
+        rows = _stable_sample(memory.ids, cfg.calibration_records)
+        key = _catalog_key(ctx)
+        if self._rankings_key != key:
+            self._rankings, self._rankings_key = {}, key
+        todo = [i for i in rows if memory.ids[i] not in self._rankings]
+        for start in range(0, len(todo), 64):
+            chunk = todo[start : start + 64]
+            found = ctx.retrieve([memory.texts[i] for i in chunk], ctx.depth)
+            for i, ranking in zip(chunk, found):
+                self._rankings[memory.ids[i]] = tuple(c.id for c in ranking)
+        sampled = {memory.ids[i] for i in rows}
+        self._rankings = {k: v for k, v in self._rankings.items() if k in sampled}
+        parts = {i: self._parts(memory.texts[i]) for i in rows}
+        if cfg.dense_weight > 0:
+            self._part_vectors = {k: v for k, v in self._part_vectors.items() if k in sampled}
+            todo = [i for i in rows if len(parts[i]) > 1 and memory.ids[i] not in self._part_vectors]
+            flat = [p for i in todo for p in parts[i][1:]]
+            encoded = np.asarray(ctx.query_vectors(flat), dtype=np.float32) if flat else None
+            start = 0
+            for i in todo:
+                n = len(parts[i]) - 1
+                assert encoded is not None
+                self._part_vectors[memory.ids[i]] = encoded[start : start + n]
+                start += n
+        by_text = memory.rows_by_text
+        samples = []
+        for i in rows:
+            vectors: list[np.ndarray | None] = [None] * len(parts[i])
+            if cfg.dense_weight > 0:
+                vectors = [memory.vectors[i], *self._part_vectors.get(memory.ids[i], [])]
+            votes, _ = memory.request_votes(parts[i], vectors, cfg, exclude=by_text[memory.texts[i]])
+            samples.append((self._rankings[memory.ids[i]], votes, set(memory.tools[i])))
+        self.calibration = Calibration.fit(samples, cfg, len(memory))
+        return self.calibration
+
+    def _parts(self, query: str) -> list[str]:
+        """The message, then its requests when it holds several (``split_requests``)."""
+        if self.config.split_requests:
+            parts = split_requests(query)
+            if len(parts) > 1:
+                return [query, *parts]
+        return [query]
+
+    def _encode(self, records: Sequence[UsageRecord], ctx: StageContext, sampled: set[str]) -> np.ndarray:
+        """The records' vectors. A record the calibration will sample is searched first (its catalog ranking
+        is kept) and its vector is then the one that search computed (``ctx.query_vectors`` reuses the
+        latest searches' vectors), so no request is encoded twice."""
+        key = _catalog_key(ctx)
+        if self._rankings_key != key:
+            self._rankings, self._rankings_key = {}, key
+        picked = [r for r in records if r.id in sampled]
+        for start in range(0, len(picked), 64):
+            chunk = picked[start : start + 64]
+            texts = [r.query for r in chunk]
+            for r, ranking in zip(chunk, ctx.retrieve(texts, ctx.depth)):
+                self._rankings[r.id] = tuple(c.id for c in ranking)
+        vectors: dict[str, np.ndarray] = {}
+        for start in range(0, len(picked), 64):
+            chunk = picked[start : start + 64]
+            for r, v in zip(chunk, ctx.query_vectors([r.query for r in chunk])):
+                vectors[r.id] = v
+        rest = [r for r in records if r.id not in vectors]
+        if rest:
+            for r, v in zip(rest, ctx.query_vectors([r.query for r in rest])):
+                vectors[r.id] = v
+        return np.asarray([vectors[r.id] for r in records], dtype=np.float32)
 
     # -- learning --------------------------------------------------------------------------------------
     def learn(self, records: Sequence[Any], ctx: StageContext, *, forget: Iterable[str] = ()) -> LearnResult:
@@ -797,9 +1156,11 @@ class UsageMemoryStage(Stage):
         the seen tools of the served records and the co-usage edges of the whole memory."""
         t0 = time.perf_counter()
         recs = as_usage_records(records)
+        # the engine learns on a copy of this stage: never share the dicts
+        self._rankings, self._part_vectors = dict(self._rankings), dict(self._part_vectors)
         memory = self.memory.without(forget) if forget else self.memory
         n_forgotten = len(self.memory) - len(memory)
-        catalog = ctx.catalog
+        catalog, cfg = ctx.catalog, self.config
         unknown: Counter[str] = Counter()
         fresh: list[UsageRecord] = []
         tools: list[tuple[str, ...]] = []
@@ -827,10 +1188,18 @@ class UsageMemoryStage(Stage):
             order.append(tuple(t for t in r.order if t in catalog))
         t_enc = time.perf_counter()
         if fresh:
-            vectors = np.asarray(ctx.query_vectors([r.query for r in fresh]), dtype=np.float32)
+            sampled: set[str] = set()
+            if cfg.fusion == "calibrated":
+                all_ids = memory.ids + tuple(r.id for r in fresh)
+                sampled = {all_ids[i] for i in _stable_sample(all_ids, cfg.calibration_records)}
+            vectors = self._encode(fresh, ctx, sampled)
             memory = memory.added(fresh, tools, vectors, encoder=ctx.embedder.model_id, order=order)
         enc_s = time.perf_counter() - t_enc
         self.memory = memory
+        t_cal = time.perf_counter()
+        if cfg.fusion == "calibrated" and (fresh or n_forgotten or self.calibration is None):
+            self.calibrate(ctx)
+        cal_s = time.perf_counter() - t_cal
         seen = frozenset(catalog[t].tool_key for ts_ in tools for t in ts_)
         edges = self.co_usage_edges(ctx)
         report = {
@@ -845,6 +1214,7 @@ class UsageMemoryStage(Stage):
             "forgotten": n_forgotten,
             "memory_size": len(memory),
             "encode_seconds": round(enc_s, 3),
+            "calibrate_seconds": round(cal_s, 3),
             "seconds": round(time.perf_counter() - t0, 3),
         }
         if unknown:
@@ -888,14 +1258,18 @@ class UsageMemoryStage(Stage):
         memory, cfg = self.memory, self.config
         if not len(memory) or cfg.weight == 0:
             return candidates
-        vector = None
+        requests = self._parts(query)
+        if len(requests) > 1:
+            trace["requests"] = requests[1:]
+        vectors: list[np.ndarray | None] = [None] * len(requests)
         if cfg.dense_weight > 0:
-            vector = np.asarray(ctx.query_vectors([query])[0], dtype=np.float32)
-        near = memory.neighbours(query, vector, cfg)
+            # the requests are the multi_intent stage's: their vectors come from its latest searches
+            vectors = list(np.asarray(ctx.query_vectors(requests), dtype=np.float32))
+        found, near = memory.request_votes(requests, vectors, cfg)
         if not near:
             trace["similar"] = []
             return candidates
-        votes = {t: v for t, v in memory.votes(near, cfg).items() if t in ctx.catalog}
+        votes = {t: v for t, (v, _) in found.items() if t in ctx.catalog}
         if not votes:
             trace["similar"] = []
             return candidates
@@ -911,13 +1285,28 @@ class UsageMemoryStage(Stage):
         ]
         base = {c.id: c for c in candidates}
         fused: dict[str, float] = {}
+        cal = self.calibration if cfg.fusion == "calibrated" else None
+        if cal is None and cfg.fusion == "calibrated":
+            cal = self.calibrate(ctx)
         for rank, c in enumerate(candidates, start=1):
-            fused[c.id] = 1.0 / (cfg.rrf_k + rank) + cfg.weight * votes.get(c.id, 0.0)
+            if cal is not None:
+                fused[c.id] = cal.probability(rank, *found.get(c.id, (0.0, 0.0)))
+            else:
+                fused[c.id] = 1.0 / (cfg.rrf_k + rank) + cfg.weight * votes.get(c.id, 0.0)
         inserted = []
         for t, v in votes.items():
             if t not in fused:
-                fused[t] = cfg.weight * v
+                fused[t] = cal.probability(None, *found[t]) if cal is not None else cfg.weight * v
                 inserted.append(t)
+        if cal is not None:
+            # a request seen before word for word: the tools that served it go first (the calibration measures
+            # how votes generalise to new requests; this one is not new)
+            for row in memory.rows_by_text.get(query, ()):
+                for t in memory.tools[row]:
+                    if t in fused:
+                        fused[t] = 1.0 + fused[t]
+            if memory.rows_by_text.get(query):
+                trace["repeat"] = True
         order = {c.id: i for i, c in enumerate(candidates)}
         ranked = sorted(fused, key=lambda t: (-fused[t], order.get(t, len(order)), t))
         out = []
@@ -935,11 +1324,30 @@ class UsageMemoryStage(Stage):
 
     def save(self, path: Path) -> None:
         self.memory.save(path)
+        if self.calibration is not None:
+            data = {**self.calibration.to_dict(), "rankings_key": self._rankings_key, "rankings": self._rankings}
+            (path / CALIBRATION_FILE).write_text(json.dumps(data), encoding="utf-8")
 
 
 def _build(config: UsageMemoryConfig, ctx: StageContext, path: Path | None) -> UsageMemoryStage:
     if path is not None and (path / MEMORY_FILE).exists():
-        return UsageMemoryStage(config, UsageMemory.load(path))
+        calibration = None
+        cfile = path / CALIBRATION_FILE
+        if cfile.exists():
+            try:
+                obj = json.loads(cfile.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+                raise PersistenceError(f"{cfile}: corrupt usage memory calibration ({exc})") from exc
+            calibration = Calibration.from_dict(obj, str(cfile))
+            rankings, key = obj.get("rankings") or {}, obj.get("rankings_key")
+            if not (
+                isinstance(rankings, dict)
+                and all(isinstance(v, list) and all(isinstance(t, str) for t in v) for v in rankings.values())
+                and (key is None or isinstance(key, str))
+            ):
+                raise PersistenceError(f"{cfile}: corrupt usage memory calibration (rankings)")
+            return UsageMemoryStage(config, UsageMemory.load(path), calibration, rankings=rankings, rankings_key=key)
+        return UsageMemoryStage(config, UsageMemory.load(path), calibration)
     if path is not None:
         raise PersistenceError(f"{path}: saved usage_memory stage has no {MEMORY_FILE}; the engine is incomplete")
     return UsageMemoryStage(config)
