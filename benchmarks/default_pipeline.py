@@ -112,11 +112,17 @@ def bootstrap(a: Sequence[float], b: Sequence[float], *, n: int = 1000, seed: in
 
 
 def run_dataset(
-    data: Path, ds: str, configs: Mapping[str, EngineConfig], *, cache_dir: Path | None, toolbench_engine: Path | None
+    data: Path,
+    ds: str,
+    configs: Mapping[str, EngineConfig],
+    *,
+    cache_dir: Path | None,
+    toolbench_engine: Path | None,
+    split: str = "dev",
 ) -> dict[str, EvalReport]:
     folder = Path(default_catalog_path()) if ds == "bundled" else data / ds
     catalog = load_catalog(folder)
-    queries = [q for q in load_queries(folder) if q.split == "dev"]
+    queries = [q for q in load_queries(folder) if q.split == split]
     if ds == "toolbench":
         if toolbench_engine is None:
             raise SystemExit("toolbench needs --toolbench-engine (a saved hybrid engine over DATA/toolbench)")
@@ -200,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
     ap.add_argument("--cache-dir", type=Path, help="keep each catalog's vectors here between runs")
     ap.add_argument("--toolbench-engine", type=Path, help="saved hybrid engine over DATA/toolbench")
+    ap.add_argument("--split", default="dev", help="queries of this split (dev; train to check a choice)")
     ap.add_argument("--no-ablations", action="store_true")
     ap.add_argument("--ablations", nargs="+", choices=list(ABLATIONS), help="only these ablations (default: all)")
     ap.add_argument("--out", type=Path, help="JSON with every report (per-query rankings included)")
@@ -208,7 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     configs = pipelines(() if args.no_ablations else args.ablations or tuple(ABLATIONS))
     results = {
-        ds: run_dataset(args.data, ds, configs, cache_dir=args.cache_dir, toolbench_engine=args.toolbench_engine)
+        ds: run_dataset(
+            args.data, ds, configs, cache_dir=args.cache_dir, toolbench_engine=args.toolbench_engine, split=args.split
+        )
         for ds in args.datasets
     }
     text = markdown(results)
