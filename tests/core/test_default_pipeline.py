@@ -242,3 +242,26 @@ def test_an_unknown_stemmer_is_a_config_error_naming_it() -> None:
 
     with pytest.raises(ValidationError, match="unknown stemmer 'klingon'"):
         EngineConfig(retriever="bm25", bm25={"stemmer": "klingon"})
+
+
+def test_dialogue_answer_lines_are_not_requests() -> None:
+    dialogue = (
+        "Can you cancel my appointment ID 90123456?\nOlivia Davis, October 10th, Dr. Smith.\nYes, that's correct."
+    )
+    assert split_requests(dialogue, lines="asking") == ["Can you cancel my appointment ID 90123456?"]
+    assert len(split_requests(dialogue, lines="all")) == 3  # the old behaviour: every line a request
+
+
+def test_later_lines_that_ask_for_something_stay_requests() -> None:
+    text = "Book a table for two tonight\nMy name is John Smith.\nAlso send an email to Anna about it"
+    assert split_requests(text, lines="asking") == ["Book a table for two tonight", "send an email to Anna about it"]
+    assert split_requests("What's the weather?\nCould you check the forecast for Oslo too?", lines="asking") == [
+        "What's the weather?",
+        "Could you check the forecast for Oslo too?",
+    ]
+
+
+def test_the_default_multi_intent_treats_answer_lines_as_context() -> None:
+    engine = _engine([{"type": "multi_intent"}])
+    detailed = engine.search_detailed("send an email to Bob\nBob Jones, tomorrow at noon.\nYes, that's right.", top_k=3)
+    assert detailed.trace["multi_intent"]["requests"] == ["send an email to Bob"]
