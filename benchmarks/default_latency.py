@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from default_pipeline import ABLATIONS, _cache  # sibling script (benchmarks/ is on sys.path when run)
 
 from toolrerank_plugins.catalog import default_catalog_path
 from toolrerank_plugins.engine import Engine, EngineConfig
@@ -33,21 +34,16 @@ def _config(name: str) -> EngineConfig:
     if name != "default+pooled":
         return pipeline_config(name)
     data = pipeline_config("default").model_dump(mode="json")
-    for spec in data["stages"]:
-        if spec["type"] == "multi_intent":
-            spec.setdefault("params", {})["pooled"] = True
+    ABLATIONS["default +pooled message vector"](data)
     return EngineConfig.model_validate(data)
 
 
-def _cache(ds: str, cache_dir: Path | None, toolbench_engine: Path | None) -> dict[str, np.ndarray] | None:
+def _vectors(ds: str, cache_dir: Path | None, toolbench_engine: Path | None) -> dict[str, np.ndarray] | None:
     if ds == "toolbench":
         if toolbench_engine is None:
             raise SystemExit("toolbench needs --toolbench-engine (a saved hybrid engine over DATA/toolbench)")
         return Engine.load(toolbench_engine).first_stage.embedding_cache()
-    if cache_dir is not None and (cache_dir / f"{ds}.npz").exists():
-        with np.load(cache_dir / f"{ds}.npz") as z:
-            return {k: z[k] for k in z.files}
-    return None
+    return _cache(cache_dir, ds)
 
 
 def measure(
@@ -56,7 +52,7 @@ def measure(
     folder = Path(default_catalog_path()) if ds == "bundled" else data / ds
     catalog = load_catalog(folder)
     queries = [q.query for q in load_queries(folder) if q.split == "dev"][:limit]
-    cache = _cache(ds, cache_dir, toolbench_engine)
+    cache = _vectors(ds, cache_dir, toolbench_engine)
     engines = {name: Engine.build(catalog, _config(name), embedding_cache=cache) for name in PIPELINES}
     for engine in engines.values():  # warm-up: models loaded, caches filled
         for q in queries[:20]:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from default_pipeline import _cache  # sibling script (benchmarks/ is on sys.path when run)
 
 from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.loaders import load_catalog, load_queries
@@ -55,11 +56,7 @@ def run(data: Path, ds: str, limit: int, seed: int, cache_dir: Path | None = Non
     queries = [q for q in load_queries(data / ds) if q.split == "train"]
     order = np.random.default_rng(seed).permutation(len(queries))[:limit]
     queries = [queries[i] for i in order]
-    cache = None
-    if cache_dir is not None and (cache_dir / f"{ds}.npz").exists():  # vectors kept by default_pipeline.py
-        with np.load(cache_dir / f"{ds}.npz") as z:
-            cache = {k: z[k] for k in z.files}
-    engine = Engine.build(catalog, pipeline_config("dense"), embedding_cache=cache)
+    engine = Engine.build(catalog, pipeline_config("dense"), embedding_cache=_cache(cache_dir, ds))
     dense = engine.first_stage
     encoder = dense.encoder
     if encoder is None:
