@@ -108,7 +108,8 @@ def test_recorder_appends_from_many_threads_and_forgets_atomically(tmp_path):
         t.join()
     records = rec.read().records
     assert len(records) == 200 and len({r.id for r in records}) == 200
-    (tmp_path / "logs" / "usage.jsonl").open("a").write("{broken line\n")
+    with (tmp_path / "logs" / "usage.jsonl").open("a") as fh:
+        fh.write("{broken line\n")
     victim = records[17]
     assert rec.forget(victim.id) == 1
     assert rec.forget(lambda r: r.query.startswith("request 3-")) == 25
