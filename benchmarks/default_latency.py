@@ -1,4 +1,4 @@
-"""Query latency of the ``default`` pipeline (and with ``pooled`` on) against plain ``hybrid``, interleaved.
+"""Query latency of the ``default`` and ``default-fast`` pipelines against plain ``hybrid``, interleaved.
 
 ``default_pipeline.py`` times each pipeline over all queries one after the other; on a shared machine the load
 changes between the runs. Here every query is searched by each engine back to back (the order rotating per
@@ -20,22 +20,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from default_pipeline import ABLATIONS, _cache  # sibling script (benchmarks/ is on sys.path when run)
+from default_pipeline import _cache  # sibling script (benchmarks/ is on sys.path when run)
 
 from toolrerank_plugins.catalog import default_catalog_path
-from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.loaders import load_catalog, load_queries
 from toolrerank_plugins.pipelines import pipeline_config
 
-PIPELINES = ("hybrid", "default", "default+pooled")
-
-
-def _config(name: str) -> EngineConfig:
-    if name != "default+pooled":
-        return pipeline_config(name)
-    data = pipeline_config("default").model_dump(mode="json")
-    ABLATIONS["default +pooled message vector"](data)
-    return EngineConfig.model_validate(data)
+PIPELINES = ("hybrid", "default", "default-fast")
 
 
 def _vectors(ds: str, cache_dir: Path | None, toolbench_engine: Path | None) -> dict[str, np.ndarray] | None:
@@ -53,7 +45,7 @@ def measure(
     catalog = load_catalog(folder)
     queries = [q.query for q in load_queries(folder) if q.split == "dev"][:limit]
     cache = _vectors(ds, cache_dir, toolbench_engine)
-    engines = {name: Engine.build(catalog, _config(name), embedding_cache=cache) for name in PIPELINES}
+    engines = {name: Engine.build(catalog, pipeline_config(name), embedding_cache=cache) for name in PIPELINES}
     for engine in engines.values():  # warm-up: models loaded, caches filled
         for q in queries[:20]:
             engine.search(q, top_k=10)

@@ -80,7 +80,9 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -confidence weights": _set(("hybrid", "confidence_weighted"), False),
     "default -multi_intent": _without_stage("multi_intent"),
     "default +pooled message vector": _stage_param("multi_intent", "pooled", True),
+    "default +lexical requests": _stage_param("multi_intent", "requests_by", "lexical"),
     "default -asking lines (every line a request)": _stage_param("multi_intent", "lines", "all"),
+    "default -preamble as context (self-description a request)": _stage_param("multi_intent", "preamble", "request"),
     "default -tool_evidence": _without_stage("tool_evidence"),
     "default -tgr": _without_stage("tgr"),
 }

@@ -83,6 +83,17 @@ DEFAULT_PIPELINE: Mapping[str, Any] = {
     ],
 }
 
+#: The default with each request of a multi-request message matched by BM25 alone (``requests_by="lexical"``): the
+#: requests cost no encoding, so a search costs about what plain hybrid's does; Recall@5 is lower on most sets
+#: (docs/benchmarks/default_pipeline.md).
+DEFAULT_FAST_PIPELINE: Mapping[str, Any] = {
+    **DEFAULT_PIPELINE,
+    "stages": [
+        {"type": "multi_intent", "params": {"requests_by": "lexical"}},
+        *DEFAULT_PIPELINE["stages"][1:],
+    ],
+}
+
 
 def default_config() -> EngineConfig:
     """A fresh :class:`EngineConfig` of the recommended pipeline (:data:`DEFAULT_PIPELINE`).

@@ -527,7 +527,8 @@ class Engine:
             return state.first_stage.search(queries, depth), [None] * len(queries)
         parts = [p.parts if p is not None else () for p in plans]
         pooled = any(p.pooled for p in plans if p is not None)
-        whole, by_part = state.first_stage.search_with_parts(queries, parts, depth, pooled=pooled)
+        lexical = any(p.lexical for p in plans if p is not None)
+        whole, by_part = state.first_stage.search_with_parts(queries, parts, depth, pooled=pooled, lexical=lexical)
         prefetched = [
             _Prefetched(state.first_stage, depth, dict(zip(ps, hits))) if ps else None
             for ps, hits in zip(parts, by_part)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toolrerank_plugins.config import DEFAULT_PIPELINE
+from toolrerank_plugins.config import DEFAULT_FAST_PIPELINE, DEFAULT_PIPELINE
 from toolrerank_plugins.engine import EngineConfig
 from toolrerank_plugins.errors import ConfigError
 
@@ -46,6 +46,8 @@ DEFAULT_PIPELINE_NAME = "default"
 #: The bundled presets: ``name -> EngineConfig`` data (validated afresh on every :func:`pipeline_config`).
 PRESETS: Mapping[str, Mapping[str, Any]] = {
     DEFAULT_PIPELINE_NAME: DEFAULT_PIPELINE,
+    # The default with the requests of a message matched lexically: about plain hybrid's cost.
+    "default-fast": DEFAULT_FAST_PIPELINE,
     "dense": {"retriever": "dense"},
     "bm25": {"retriever": "bm25"},
     "hybrid": {"retriever": "hybrid"},

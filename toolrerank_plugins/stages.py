@@ -165,10 +165,14 @@ class QueryParts:
     ``pooled``: the first stage may search the whole query with the length-weighted mean of its parts'
     vectors instead of encoding the query itself (each text encoded once instead of twice; the lexical
     part still matches the whole query's words).
+
+    ``lexical``: a first stage with a lexical part (hybrid) matches the parts with it alone: they cost no
+    encoding, and the whole query is searched as usual. A first stage without one ignores the flag.
     """
 
     parts: tuple[str, ...]
     pooled: bool = False
+    lexical: bool = False
 
 
 class Stage(ABC):

@@ -265,3 +265,42 @@ def test_the_default_multi_intent_treats_answer_lines_as_context() -> None:
     engine = _engine([{"type": "multi_intent"}])
     detailed = engine.search_detailed("send an email to Bob\nBob Jones, tomorrow at noon.\nYes, that's right.", top_k=3)
     assert detailed.trace["multi_intent"]["requests"] == ["send an email to Bob"]
+
+
+@pytest.mark.parametrize(
+    ("message", "requests"),
+    [
+        (
+            "I'm a film critic and I need facts about a movie. Can you find its cast? Also, get its streaming sources",
+            ["Can you find its cast?", "get its streaming sources"],
+        ),
+        (
+            "As a teacher, I grade many essays. Check the grammar of this essay. Then translate it into French",
+            ["Check the grammar of this essay", "translate it into French"],
+        ),
+        # a first sentence that asks outright, or is the only one, stays a request
+        (
+            "I'm in Rome, can you find a hotel? Also, what's the weather there tomorrow?",
+            ["I'm in Rome, can you find a hotel?", "what's the weather there tomorrow?"],
+        ),
+        (
+            "I'm looking for a cheap hotel in Rome near the station",
+            ["I'm looking for a cheap hotel in Rome near the station"],
+        ),
+        # not a self-description: a request
+        (
+            "I need the weather in Oslo. Also find a hotel there",
+            ["I need the weather in Oslo", "find a hotel there"],
+        ),
+    ],
+)
+def test_a_self_describing_first_sentence_is_context(message: str, requests: list[str]) -> None:
+    assert split_requests(message, preamble="context") == requests
+
+
+def test_the_default_multi_intent_keeps_the_speakers_self_description_out_of_the_requests() -> None:
+    engine = _engine([{"type": "multi_intent"}])
+    message = "My company is launching a product. Send an email to Bob. Also show the weather forecast"
+    detailed = engine.search_detailed(message, top_k=3)
+    assert detailed.trace["multi_intent"]["requests"] == ["Send an email to Bob", "show the weather forecast"]
+    assert split_requests(message)[0] == "My company is launching a product"  # the function's own default keeps it

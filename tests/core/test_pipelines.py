@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = {
     "default",
+    "default-fast",
     "dense",
     "bm25",
     "hybrid",
@@ -65,6 +66,10 @@ def test_every_preset_resolves_in_a_fresh_interpreter_without_the_cli() -> None:
     assert (default["bm25"]["tokenizer"], default["bm25"]["stemmer"]) == ("identifiers", "english")
     assert [s["type"] for s in default["stages"]][:2] == ["multi_intent", "tool_evidence"]
     assert configs["hybrid+tgr"]["stages"][0]["params"] == {"expansion": {"enabled": True}}
+    fast = configs["default-fast"]  # the default, with the requests matched lexically
+    assert fast["stages"][0] == {**default["stages"][0], "params": {"requests_by": "lexical"}}
+    assert {k: v for k, v in fast.items() if k != "stages"} == {k: v for k, v in default.items() if k != "stages"}
+    assert fast["stages"][1:] == default["stages"][1:]
 
 
 def test_preset_configs_are_fresh_copies() -> None:

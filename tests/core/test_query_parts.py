@@ -100,3 +100,27 @@ def test_async_search_matches_sync_with_prefetched_requests(pooled: bool) -> Non
     sync = [[(h.id, round(h.score, 9)) for h in r] for r in engine.search_batch(queries, top_k=6)]
     got = asyncio.run(engine.asearch_batch(queries, top_k=6))
     assert [[(h.id, round(h.score, 9)) for h in r] for r in got] == sync
+
+
+def test_lexical_requests_cost_no_encoding_and_rank_as_bm25_alone() -> None:
+    emb = FakeEmbedder()
+    engine = Engine.build(tiny_catalog(), _config("hybrid", requests_by="lexical"), embedder=emb)
+    calls, texts = emb.calls, emb.texts_encoded
+    detailed = engine.search_detailed(MESSAGE, top_k=3)
+    assert (emb.calls, emb.texts_encoded) == (calls + 1, texts + 1)  # the message only
+    assert detailed.trace["multi_intent"]["requests"] == REQUESTS
+
+    first = engine.first_stage
+    whole, parts = first.search_with_parts([MESSAGE, "weather"], [REQUESTS, ()], 6, lexical=True)
+    assert whole == first.search([MESSAGE, "weather"], 6)  # the message is searched by both retrievers
+    bm25 = first.parts["bm25"].search(REQUESTS, 6)
+    assert [[(h.id, h.score) for h in r] for r in parts[0]] == [[(h.id, h.score) for h in r] for r in bm25]
+    assert parts[1] == []
+    assert all(set(h.scores) == {"bm25"} for r in parts[0] for h in r)
+
+
+def test_lexical_requests_on_a_dense_first_stage_are_searched_by_it() -> None:
+    engine = Engine.build(tiny_catalog(), _config("dense", requests_by="lexical"), embedder=FakeEmbedder())
+    first = engine.first_stage
+    whole, parts = first.search_with_parts([MESSAGE], [REQUESTS], 6, lexical=True)
+    assert parts == [first.search(REQUESTS, 6)]  # no lexical part: the flag changes nothing

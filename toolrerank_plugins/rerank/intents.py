@@ -57,6 +57,10 @@ _ASKS = re.compile(
     re.IGNORECASE,
 )
 _STRIP = " \t,;:.-"
+# A first sentence that describes the speaker ("I'm a film critic and ...", "As a teacher, ...", "My company is ...").
+_PREAMBLE = re.compile(r"^\W*(?:i'?m|i am|we'?re|we are|my|our|as an?)\b", re.IGNORECASE)
+# A sentence that asks outright (a question, "can you", "please"): never a preamble.
+_ASKS_OUTRIGHT = re.compile(r"\?|\b(?:can|could|would|will) you\b|\bplease\b", re.IGNORECASE)
 
 
 def _n_words(text: str) -> int:
@@ -70,18 +74,29 @@ def split_requests(
     max_requests: int = 8,
     and_max_words: int = 12,
     lines: Literal["all", "asking"] = "all",
+    preamble: Literal["request", "context"] = "request",
 ) -> list[str]:
     """The requests in ``text``: its sentences, each cut again at cue words, and a piece of at most
     ``and_max_words`` words also at "and" when every part keeps ``min_words`` words; pieces of fewer than
     ``min_words`` words are dropped; at most ``max_requests`` (the first ones). A text that yields no piece
     is its own single request. ``lines="asking"``: after the first line, only lines that ask for something
     (a question, "can you", "please", "I need", an imperative verb first) hold requests; the others (a
-    dialogue's answers: names, dates, "Yes, that's correct.") stay part of the whole message only."""
+    dialogue's answers: names, dates, "Yes, that's correct.") stay part of the whole message only.
+    ``preamble="context"``: a first sentence that describes the speaker ("I'm a film critic and I need ...",
+    "As a teacher, ...", "My company is ...") and does not ask outright is no request when more follow."""
     if lines == "asking" and "\n" in text:
         first, *rest = [line for line in text.split("\n") if line.strip()] or [""]
         text = "\n".join([first, *(line for line in rest if _ASKS.search(line))])
     pieces: list[str] = []
-    for sentence in _SENTENCE.split(text):
+    sentences = [s for s in _SENTENCE.split(text) if s.strip()]
+    if (
+        preamble == "context"
+        and len(sentences) > 1
+        and _PREAMBLE.search(sentences[0])
+        and not _ASKS_OUTRIGHT.search(sentences[0])
+    ):
+        sentences = sentences[1:]
+    for sentence in sentences:
         for piece in _CUE.split(sentence):
             piece = piece.strip(_STRIP)
             if _n_words(piece) < min_words:
@@ -103,6 +118,13 @@ class MultiIntentConfig(BaseModel):
         "5-fold CV on API-Bank dialogues, the only shared data with line breaks: every fold picked it); "
         "'all': every line",
     )
+    preamble: Literal["request", "context"] = Field(
+        "context",
+        description="'context': a first sentence that describes the speaker (\"I'm a film critic and ...\", \"As a "
+        "teacher, ...\") and does not ask outright (no '?', 'can you', 'please') is not a request; it stays in the "
+        "whole message. Chosen on train splits: ToolBench R@5 52.5 -> 54.6 (every group up), Seal-Tools 89.3 -> "
+        "89.4, MetaTool 78.9 -> 78.7 (1,500 sampled); 'request': every sentence can be one",
+    )
     rrf_k: int = Field(1, ge=1, description="RRF constant when merging the whole message's and each request's ranking")
     whole_weight: float = Field(1.0, ge=0, description="weight of the whole message's ranking in the merge")
     pooled: bool = Field(
@@ -110,6 +132,11 @@ class MultiIntentConfig(BaseModel):
         description="search a multi-request message with the length-weighted mean of its requests' vectors "
         "instead of encoding it again: one encoding of the text instead of two (dense and hybrid first stages); "
         "faster, but 1.4 points lower Recall@5 on ToolBench train, so off by default",
+    )
+    requests_by: Literal["first_stage", "lexical"] = Field(
+        "first_stage",
+        description="how the requests are retrieved: 'first_stage' (the engine's own), 'lexical' (a hybrid first "
+        "stage's BM25 alone: the requests cost no encoding, the whole message is still searched by both)",
     )
 
 
@@ -127,12 +154,20 @@ class MultiIntentStage(Stage):
     def _requests(self, query: str) -> list[str]:
         c = self.config
         return split_requests(
-            query, min_words=c.min_words, max_requests=c.max_requests, and_max_words=c.and_max_words, lines=c.lines
+            query,
+            min_words=c.min_words,
+            max_requests=c.max_requests,
+            and_max_words=c.and_max_words,
+            lines=c.lines,
+            preamble=c.preamble,
         )
 
     def query_parts(self, query: str) -> QueryParts | None:
         requests = self._requests(query)
-        return QueryParts(tuple(requests), pooled=self.config.pooled) if len(requests) > 1 else None
+        c = self.config
+        if len(requests) < 2:
+            return None
+        return QueryParts(tuple(requests), pooled=c.pooled, lexical=c.requests_by == "lexical")
 
     def run(
         self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]

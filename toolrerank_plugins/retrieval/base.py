@@ -102,14 +102,21 @@ class FirstStage(ABC):
         """The best ``depth`` hits per query, best first."""
 
     def search_with_parts(
-        self, queries: Sequence[str], parts: Sequence[Sequence[str]], depth: int, *, pooled: bool = False
+        self,
+        queries: Sequence[str],
+        parts: Sequence[Sequence[str]],
+        depth: int,
+        *,
+        pooled: bool = False,
+        lexical: bool = False,
     ) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
         """:meth:`search` of ``queries`` and, for each query, of its ``parts`` (sub-queries a stage asked
         for, ``parts[i]`` for ``queries[i]``), in one call: ``(hits per query, hits per part per query)``.
 
         ``pooled``: a query with parts may be searched with a vector pooled from its parts' vectors
-        instead of its own (first stages with a dense part do; see ``QueryParts``). The default is one
-        batched :meth:`search` of the queries and all parts, ignoring ``pooled``.
+        instead of its own (first stages with a dense part do); ``lexical``: the parts are matched by the
+        lexical part alone (hybrid does); see ``QueryParts``. The default is one batched :meth:`search` of
+        the queries and all parts, ignoring both.
         """
         flat = [*queries, *(p for ps in parts for p in ps)]
         hits = self.search(flat, depth)

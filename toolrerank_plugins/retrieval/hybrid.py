@@ -163,16 +163,26 @@ class HybridRetriever(FirstStage):
         return [self._fuse(dh, bh, depth) for dh, bh in zip(dense.search(queries, deep), bm25.search(queries, deep))]
 
     def search_with_parts(
-        self, queries: Sequence[str], parts: Sequence[Sequence[str]], depth: int, *, pooled: bool = False
+        self,
+        queries: Sequence[str],
+        parts: Sequence[Sequence[str]],
+        depth: int,
+        *,
+        pooled: bool = False,
+        lexical: bool = False,
     ) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
         """Both retrievers in one call each; ``pooled`` applies to the dense part (BM25 matches the whole
-        query's words)."""
+        query's words). With ``lexical`` the parts are BM25's alone: only the queries are encoded."""
         deep = max(depth, self.config.depth)
         dense, bm25 = self.dense, self.bm25
-        d_whole, d_parts = dense.search_with_parts(queries, parts, deep, pooled=pooled)
         b_whole, b_parts = bm25.search_with_parts(queries, parts, deep)
+        if lexical:
+            d_whole = dense.search(queries, deep)
+            by_part = [[[Hit(h.id, h.score, {"bm25": h.score}) for h in hits[:depth]] for hits in bp] for bp in b_parts]
+        else:
+            d_whole, d_parts = dense.search_with_parts(queries, parts, deep, pooled=pooled)
+            by_part = [[self._fuse(dh, bh, depth) for dh, bh in zip(dp, bp)] for dp, bp in zip(d_parts, b_parts)]
         whole = [self._fuse(dh, bh, depth) for dh, bh in zip(d_whole, b_whole)]
-        by_part = [[self._fuse(dh, bh, depth) for dh, bh in zip(dp, bp)] for dp, bp in zip(d_parts, b_parts)]
         return whole, by_part
 
     def _fuse(self, dh: list[Hit], bh: list[Hit], depth: int) -> list[Hit]:
