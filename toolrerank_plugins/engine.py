@@ -607,9 +607,15 @@ class Engine:
 
     # -- reranking candidates from elsewhere ------------------------------------------------------
     def rerank(
-        self, query: str, candidates: Sequence[ToolSpec | ScoredTool], top_k: int | None = None
+        self,
+        query: str,
+        candidates: Sequence[ToolSpec | ScoredTool],
+        top_k: int | None = None,
+        *,
+        llm: Any = None,
     ) -> list[ScoredTool]:
         """Run the configured stages over ``candidates`` that came from any retriever (no first stage).
+        ``llm``: this call's LLM stages use it (as in :meth:`search`).
 
         The entry point of document compressors and node postprocessors. A ``ToolSpec`` candidate has no
         upstream score, so the caller's order is kept as its score (``1/rank``, stage name ``"input"``);
@@ -628,11 +634,17 @@ class Engine:
         candidates = _validate.check_candidates(candidates)
         if _validate.is_blank(query):  # a blank query ranks nothing: the candidates keep their given order
             return self._rerank_inputs(query, candidates, top_k)[:top_k]
-        res = self._run_stages(self._state, SearchResult(query, self._rerank_inputs(query, candidates, top_k)))
+        with using_llm(llm):
+            res = self._run_stages(self._state, SearchResult(query, self._rerank_inputs(query, candidates, top_k)))
         return res.results if top_k is None else res.results[:top_k]
 
     async def arerank(
-        self, query: str, candidates: Sequence[ToolSpec | ScoredTool], top_k: int | None = None
+        self,
+        query: str,
+        candidates: Sequence[ToolSpec | ScoredTool],
+        top_k: int | None = None,
+        *,
+        llm: Any = None,
     ) -> list[ScoredTool]:
         """Async twin of :meth:`rerank` (same results): ``arun`` stages run natively, others in a thread."""
         query = _validate.check_query(query)
@@ -641,12 +653,13 @@ class Engine:
         if _validate.is_blank(query):  # as in rerank: the candidates keep their given order
             return self._rerank_inputs(query, candidates, top_k)[:top_k]
         state = self._state
-        if not any(s.native_async for s in state.stages):
-            res = await asyncio.to_thread(
-                self._run_stages, state, SearchResult(query, self._rerank_inputs(query, candidates, top_k))
-            )
-        else:
-            res = await self._arun_stages(state, SearchResult(query, self._rerank_inputs(query, candidates, top_k)))
+        with using_llm(llm):  # the worker thread below inherits this task's context
+            if not any(s.native_async for s in state.stages):
+                res = await asyncio.to_thread(
+                    self._run_stages, state, SearchResult(query, self._rerank_inputs(query, candidates, top_k))
+                )
+            else:
+                res = await self._arun_stages(state, SearchResult(query, self._rerank_inputs(query, candidates, top_k)))
         return res.results if top_k is None else res.results[:top_k]
 
     @staticmethod

@@ -170,3 +170,18 @@ def test_a_non_llm_is_a_config_error_naming_it(bad: Any) -> None:
     with pytest.raises(ConfigError, match="ChatModelLLM"):
         asyncio.run(engine.asearch("help", top_k=2, llm=bad))
     assert call_llm() is None
+
+
+def test_rerank_and_its_async_twin_use_the_calls_llm(_registered: ScriptedLLM) -> None:
+    engine = _engine()
+    candidates = list(engine.catalog)[:6]
+    mine = ScriptedLLM(default=GEO)
+    engine.rerank("help me with this", candidates, top_k=3, llm=mine)
+    asyncio.run(engine.arerank("help me with this", candidates, top_k=3, llm=mine))
+    assert len(mine.calls) == 2 and not _registered.calls
+    assert [c.asynchronous for c in mine.calls] == [False, True]
+    assert call_llm() is None  # nothing leaks past the calls
+    engine.rerank("help me with this", candidates, top_k=3)
+    assert len(_registered.calls) == 1
+    with pytest.raises(ConfigError):
+        engine.rerank("help", candidates, llm=object())
