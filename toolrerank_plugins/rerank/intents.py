@@ -9,10 +9,11 @@ ranks). A message with a single request is left exactly as the first stage ranke
 
 Cost: the requests are searched in the same first-stage call as the message (:meth:`query_parts`), so a
 message of n requests costs one first-stage call for n + 1 texts (a dense part encodes the message, then its
-requests: about 2.5x plain hybrid's time on ToolBench's multi-request messages). With ``pooled`` the message itself is
-searched with the mean of its requests' vectors, so each word is encoded once; on train splits that is as good
-on Seal-Tools and MetaTool (dense-only merge: 79.9 vs 80.0, 76.5 vs 76.7) but 1.4 points lower Recall@5 on
-ToolBench (the full default pipeline: 51.1 vs 52.5), so it is off by default (docs/benchmarks/default_pipeline.md).
+requests: about 2.3x plain hybrid's time on ToolBench's and Seal-Tools' multi-request messages). With
+``requests_by="lexical"`` (the ``default-fast`` preset) a hybrid first stage matches the requests with BM25
+alone and encodes only the message: about hybrid's time, for 1-4 points of Recall@5 on multi-request sets.
+With ``pooled`` the message itself is searched with the mean of its requests' vectors, so each word is encoded
+once; that lost 1.4 points of Recall@5 on ToolBench train and is off (docs/benchmarks/default_pipeline.md).
 
 Example:
     >>> split_requests("Find a hotel in Rome. Also, what's the weather there tomorrow?")
