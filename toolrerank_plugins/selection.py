@@ -73,21 +73,17 @@ def last_user_turn(turns: Sequence[Turn]) -> int | None:
 
 
 def conversation_query(turns: Sequence[Turn], history_turns: int = 2, *, max_turn_chars: int = 500) -> str:
-    """The retrieval query for the current episode: the last user message, then up to ``history_turns``
-    earlier user/assistant turns with text (oldest first, each cut to ``max_turn_chars``), one per line.
+    """The retrieval query for the current episode: up to ``history_turns`` earlier user/assistant turns with
+    text (oldest first, each cut to ``max_turn_chars``), then the last user message, one per line.
 
-    The current message comes first because the default pipeline's ``multi_intent`` stage reads a message's
-    first line as a request whatever its wording, and later lines only when they ask for something (a
-    dialogue's answers stay context): "Also the weather there" after "Find me a hotel in Rome" / "Which
-    dates?" is then retrieved as a request of its own. Tool results never enter the query;
-    ``history_turns=0`` uses the last user message alone. Without a user turn the query is ``""`` (the
-    engine then ranks nothing: only pinned tools are offered).
+    Tool results never enter the query; ``history_turns=0`` uses the last user message alone. Without a user
+    turn the query is ``""`` (the engine then ranks nothing: only pinned tools are offered).
 
     Example:
         >>> turns = [Turn("user", "weather in Paris?"), Turn("assistant", "Today or tomorrow?"),
         ...          Turn("user", "tomorrow")]
         >>> conversation_query(turns)
-        'tomorrow\\nweather in Paris?\\nToday or tomorrow?'
+        'weather in Paris?\\nToday or tomorrow?\\ntomorrow'
         >>> conversation_query(turns, history_turns=0)
         'tomorrow'
     """
@@ -97,7 +93,7 @@ def conversation_query(turns: Sequence[Turn], history_turns: int = 2, *, max_tur
     if start is None:
         return ""
     earlier = [t.text.strip()[:max_turn_chars] for t in turns[:start] if t.role != "tool" and t.text.strip()]
-    return "\n".join([turns[start].text.strip(), *earlier[max(0, len(earlier) - history_turns) :]])
+    return "\n".join([*earlier[max(0, len(earlier) - history_turns) :], turns[start].text.strip()])
 
 
 @dataclass(frozen=True)
