@@ -89,8 +89,10 @@ DEFAULT_PIPELINE: Mapping[str, Any] = {
 DEFAULT_FAST_PIPELINE: Mapping[str, Any] = {
     **DEFAULT_PIPELINE,
     "stages": [
-        {"type": "multi_intent", "params": {"requests_by": "lexical"}},
-        *DEFAULT_PIPELINE["stages"][1:],
+        {**spec, "params": {**spec.get("params", {}), "requests_by": "lexical"}}
+        if spec["type"] == "multi_intent"
+        else spec
+        for spec in DEFAULT_PIPELINE["stages"]
     ],
 }
 

@@ -172,7 +172,8 @@ class HybridRetriever(FirstStage):
         lexical: bool = False,
     ) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
         """Both retrievers in one call each; ``pooled`` applies to the dense part (BM25 matches the whole
-        query's words). With ``lexical`` the parts are BM25's alone: only the queries are encoded."""
+        query's words). With ``lexical`` the parts are BM25's alone: only the queries are encoded (and
+        ``pooled``, having no part vectors to pool, changes nothing)."""
         deep = max(depth, self.config.depth)
         dense, bm25 = self.dense, self.bm25
         b_whole, b_parts = bm25.search_with_parts(queries, parts, deep)
