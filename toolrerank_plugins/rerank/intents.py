@@ -48,10 +48,13 @@ _CUE = re.compile(
 # sentences "and" mostly joins the items of one request ("clubs, managers, teammates, and referees").
 _AND = re.compile(r",?\s+\band\b\s+", re.IGNORECASE)
 _WORDS = re.compile(r"\w+")
-# A line that asks for something: a question, a request phrase, or an imperative verb first. In a dialogue
+# Asking outright: a question, "can you", "please" (a sentence that does is never a preamble, below).
+_OUTRIGHT = r"\?|\b(?:can|could|would|will) you\b|\bplease\b"
+_ASKS_OUTRIGHT = re.compile(_OUTRIGHT, re.IGNORECASE)
+# A line that asks for something: asking outright, a request phrase, or an imperative verb first. In a dialogue
 # ("Can you book it?\nJohn Smith, March 3rd.\nYes, that's correct.") later lines mostly answer the assistant.
 _ASKS = re.compile(
-    r"\?|\b(?:can|could|would|will) you\b|\bplease\b|\bi(?:'d| would)? (?:like|want|need)\b|\bhelp me\b|"
+    _OUTRIGHT + r"|\bi(?:'d| would)? (?:like|want|need)\b|\bhelp me\b|"
     r"\blet me\b|^\W*(?:also\W+|and\W+|then\W+)?(?:get|find|search|show|list|tell|give|book|send|add|delete|"
     r"remove|cancel|create|set|update|change|check|open|calculate|convert|translate|recommend|fetch|retrieve|"
     r"provide|schedule|make|play|record|query|modify|register|look up|buy|order|call|reserve|compare)\b",
@@ -60,8 +63,6 @@ _ASKS = re.compile(
 _STRIP = " \t,;:.-"
 # A first sentence that describes the speaker ("I'm a film critic and ...", "As a teacher, ...", "My company is ...").
 _PREAMBLE = re.compile(r"^\W*(?:i'?m|i am|we'?re|we are|my|our|as an?)\b", re.IGNORECASE)
-# A sentence that asks outright (a question, "can you", "please"): never a preamble.
-_ASKS_OUTRIGHT = re.compile(r"\?|\b(?:can|could|would|will) you\b|\bplease\b", re.IGNORECASE)
 
 
 def _n_words(text: str) -> int:
