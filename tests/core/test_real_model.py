@@ -47,3 +47,29 @@ def test_device_resolution() -> None:
     emb = SentenceTransformerEmbedder(device="cpu", max_length=64)
     v = emb.encode(["hello world"])
     assert v.shape == (1, 384) and abs(float((v**2).sum()) - 1) < 1e-4
+
+
+def test_batch_size_default_follows_the_device_and_an_explicit_one_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolrerank_plugins.encoders import ACCELERATOR_BATCH_SIZE, CPU_BATCH_SIZE
+    from toolrerank_plugins.retrieval.dense import DenseConfig, DenseRetriever
+
+    seen: list[int] = []
+    emb = SentenceTransformerEmbedder(device="cpu", max_length=64)
+    real = emb.model.encode
+
+    def spy(texts, *, batch_size, **kw):  # type: ignore[no-untyped-def]
+        seen.append(batch_size)
+        return real(texts, batch_size=batch_size, **kw)
+
+    monkeypatch.setattr(emb.model, "encode", spy)
+    texts = [f"text number {i}" for i in range(40)]
+    reference = emb.encode(texts)
+    assert seen == [CPU_BATCH_SIZE] and CPU_BATCH_SIZE != ACCELERATOR_BATCH_SIZE
+    # the batch size changes how texts are grouped, never their vectors
+    assert abs(emb.encode(texts, batch_size=7) - reference).max() < 1e-5 and seen[-1] == 7
+    small = SentenceTransformerEmbedder(device="cpu", max_length=64, batch_size=3)
+    assert abs(small.encode(texts) - reference).max() < 1e-5
+    dense = DenseRetriever(DenseConfig(batch_size=5), embedder=emb)
+    dense.index(["a", "b"], ["weather in Rome", "send an e-mail"])
+    assert seen[-1] == 5
+    assert DenseConfig().batch_size is None  # None: the embedder's device default
