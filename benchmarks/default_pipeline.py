@@ -83,6 +83,7 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default +lexical requests": _stage_param("multi_intent", "requests_by", "lexical"),
     "default -asking lines (every line a request)": _stage_param("multi_intent", "lines", "all"),
     "default -preamble as context (self-description a request)": _stage_param("multi_intent", "preamble", "request"),
+    "default -named tools": _stage_param("multi_intent", "named_tools", False),
     "default -tool_evidence": _without_stage("tool_evidence"),
     "default -tgr": _without_stage("tgr"),
 }

@@ -304,3 +304,64 @@ def test_the_default_multi_intent_keeps_the_speakers_self_description_out_of_the
     detailed = engine.search_detailed(message, top_k=3)
     assert detailed.trace["multi_intent"]["requests"] == ["Send an email to Bob", "show the weather forecast"]
     assert split_requests(message)[0] == "My company is launching a product"  # the function's own default keeps it
+
+
+# -- a request that names a tool ----------------------------------------------------------------------
+
+
+def _services(*names: str) -> Catalog:
+    """One API per named tool, all with the same words (near-duplicate services)."""
+    return Catalog(
+        [
+            ToolSpec(id=f"Video/{n}/search", name="search", tool=n, category="Video", description="search videos")
+            for n in names
+        ]
+    )
+
+
+def test_tool_names_need_a_cue_word_and_a_distinctive_name() -> None:
+    from toolrerank_plugins.rerank.intents import ToolNames
+
+    names = ToolNames(_services("Vimeo", "URL Link Shortener", "Video Search", "Video Finder", "Video Hub"))
+    assert names.mentioned("search videos on Vimeo") == {"Video/Vimeo"}
+    assert names.mentioned("shorten it using the url-link shortener API!") == {"Video/URL Link Shortener"}
+    assert names.mentioned("Vimeo videos about cats") == frozenset()  # no cue word next to the name
+    assert names.mentioned("search with the VIMEO tool") == {"Video/Vimeo"}  # case and punctuation ignored
+    # "video" is a word of three tools' names: alone it names none of them; the whole name does
+    assert names.mentioned("find a video with the app") == frozenset()
+    assert names.mentioned("find it on video hub") == {"Video/Video Hub"}
+    assert len(ToolNames(Catalog([]))) == 0 and ToolNames(Catalog([])).mentioned("on Vimeo") == frozenset()
+
+
+def test_a_single_request_naming_a_tool_puts_its_apis_first() -> None:
+    query = "get the weather forecast for Oslo with MeteoNow"
+    plain = [h.id for h in _engine([]).search(query, top_k=3)]
+    assert plain[0] == "Weather/SkyCast/forecast"  # the words favour the other weather service
+    named = _engine([{"type": "multi_intent"}]).search_detailed(query, top_k=3)
+    assert [h.id for h in named.results][0] == "Weather/MeteoNow/get_forecast"
+    assert named.trace["multi_intent"]["named_tools"] == ["Weather/MeteoNow"]
+    off = _engine([{"type": "multi_intent", "params": {"named_tools": False}}]).search(query, top_k=3)
+    assert [h.id for h in off] == plain
+
+
+def test_each_request_naming_a_tool_surfaces_that_tool() -> None:
+    query = "Send an email message to Anna. Also, get the weather forecast for Oslo from MeteoNow"
+    detailed = _engine([{"type": "multi_intent"}]).search_detailed(query, top_k=3)
+    ids = [h.id for h in detailed.results]
+    assert ids[:2] == ["Mail/PostBox/send_email", "Weather/MeteoNow/get_forecast"]
+    assert detailed.trace["multi_intent"]["named_tools"] == ["Weather/MeteoNow"]
+
+
+@pytest.mark.fuzz
+@FUZZ
+@given(st.text(max_size=200))
+def test_naming_tools_only_reorders_and_never_raises(text: str) -> None:
+    from toolrerank_plugins.rerank.intents import ToolNames
+
+    catalog = tiny_catalog()
+    assert ToolNames(catalog).mentioned(text) <= {catalog[i].tool_key for i in catalog.ids}
+    if not text.strip():
+        return
+    on = _engine([{"type": "multi_intent"}]).search(text, top_k=10)
+    off = _engine([{"type": "multi_intent", "params": {"named_tools": False}}]).search(text, top_k=10)
+    assert sorted(h.id for h in on) == sorted(h.id for h in off)

@@ -5,7 +5,13 @@ the whole message favours one of them. The ``multi_intent`` stage splits the mes
 rules (sentences, then cue words such as "additionally", "also", "then"), retrieves each request with the
 engine's first stage, and merges the whole-message ranking and every request's ranking by reciprocal-rank
 fusion with a small constant (``rrf_k=1``: close to interleaving, so each request's top tools reach the top
-ranks). A message with a single request is left exactly as the first stage ranked it.
+ranks). A message with a single request is left exactly as the first stage ranked it, unless it names a tool.
+
+A request that names a catalog tool ("using the bitly tool", "search videos on Vimeo", "the URL Link Shortener
+API") puts that tool's APIs first in its own ranking (``named_tools``): among 47k APIs a named service has
+near-duplicates that match the words as well ("Vimeo Downloader" of another service). A name counts when a cue
+word stands next to it (the / using / use / via / from / on / with before it, or tool / api / service / server
+/ app after it) and it is distinctive: two words or more, or a word in the names of at most two tools.
 
 Cost: the requests are searched in the same first-stage call as the message (:meth:`query_parts`), so a
 message of n requests costs one first-stage call for n + 1 texts (a dense part encodes the message, then its
@@ -27,14 +33,18 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolrerank_plugins.records import ScoredTool, renumber
 from toolrerank_plugins.stages import QueryParts, Stage, StageContext, StageType
 
-__all__ = ["MultiIntentConfig", "MultiIntentStage", "split_requests"]
+if TYPE_CHECKING:
+    from toolrerank_plugins.catalog import Catalog
+
+__all__ = ["MultiIntentConfig", "MultiIntentStage", "ToolNames", "split_requests"]
 
 # Sentence ends (., ?, !, ;) followed by space, and line breaks.
 _SENTENCE = re.compile(r"(?<=[.?!;])\s+|\n+")
@@ -67,6 +77,63 @@ _PREAMBLE = re.compile(r"^\W*(?:i'?m|i am|we'?re|we are|my|our|as an?)\b", re.IG
 
 def _n_words(text: str) -> int:
     return len(_WORDS.findall(text))
+
+
+_NAME_WORDS = re.compile(r"[a-z0-9]+")
+# Words next to a tool's name that make it a mention of the tool ("using the bitly tool", "on Vimeo").
+_CUE_BEFORE = frozenset({"the", "using", "use", "via", "from", "on", "with"})
+_CUE_AFTER = frozenset({"tool", "api", "service", "server", "app"})
+
+
+def _name_words(text: str) -> tuple[str, ...]:
+    return tuple(_NAME_WORDS.findall(text.lower()))
+
+
+class ToolNames:
+    """The catalog's tool names a request can name, and :meth:`mentioned` to find them in a text.
+
+    A tool's name (an API without a tool: its own name) is matched as whole words, case and punctuation
+    ignored, with a cue word next to it; only distinctive names count: two words or more, or a single word
+    found in the names of at most two tools ("Vimeo", "bitly"; not "Weather" in a catalog of weather tools).
+
+    Example:
+        >>> from toolrerank_plugins.testing import tiny_catalog
+        >>> names = ToolNames(tiny_catalog())
+        >>> sorted(names.mentioned("send it with the PostBox tool"))
+        ['Mail/PostBox']
+        >>> sorted(names.mentioned("what is a postbox"))
+        []
+    """
+
+    def __init__(self, catalog: Catalog) -> None:
+        found: dict[tuple[str, ...], set[str]] = {}
+        for tid in catalog.ids:
+            spec = catalog[tid]
+            words = _name_words(spec.tool or spec.name)
+            if words and len(" ".join(words)) >= 3:
+                found.setdefault(words, set()).add(spec.tool_key)
+        df = Counter(w for name in found for w in set(name))
+        self._names = {n: frozenset(k) for n, k in found.items() if len(n) >= 2 or df[n[0]] <= 2}
+        self._longest = max((len(n) for n in self._names), default=0)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def mentioned(self, text: str) -> frozenset[str]:
+        """The tool keys (:attr:`~toolrerank_plugins.records.ToolSpec.tool_key`) of the tools ``text`` names."""
+        words = _name_words(text)
+        out: set[str] = set()
+        for i in range(len(words)):
+            for j in range(i + 1, min(len(words), i + self._longest) + 1):
+                keys = self._names.get(words[i:j])
+                if keys and ((i > 0 and words[i - 1] in _CUE_BEFORE) or (j < len(words) and words[j] in _CUE_AFTER)):
+                    out |= keys
+        return frozenset(out)
+
+
+def _named_first(ranking: list[ScoredTool], tools: frozenset[str]) -> list[ScoredTool]:
+    """The APIs of ``tools`` first, each part in its own order."""
+    return [c for c in ranking if c.tool.tool_key in tools] + [c for c in ranking if c.tool.tool_key not in tools]
 
 
 def split_requests(
@@ -135,6 +202,12 @@ class MultiIntentConfig(BaseModel):
         "instead of encoding it again: one encoding of the text instead of two (dense and hybrid first stages); "
         "faster, but 1.4 points lower Recall@5 on ToolBench train, so off by default",
     )
+    named_tools: bool = Field(
+        True,
+        description="a request that names a catalog tool ('using the bitly tool', 'on Vimeo') puts that tool's "
+        "APIs first in its ranking (see ToolNames). Checked on train splits: ToolBench R@5 54.6 -> 55.8, Suff@5 "
+        "37.8 -> 40.0; Seal-Tools and MetaTool unchanged",
+    )
     requests_by: Literal["first_stage", "lexical"] = Field(
         "first_stage",
         description="how the requests are retrieved: 'first_stage' (the engine's own), 'lexical' (a hybrid first "
@@ -152,6 +225,20 @@ class MultiIntentStage(Stage):
 
     def __init__(self, config: MultiIntentConfig | None = None) -> None:
         self.config = config or MultiIntentConfig()
+        self._names: ToolNames | None = None
+        self._names_of: Catalog | None = None
+
+    def on_index(self, ctx: StageContext) -> None:
+        if self.config.named_tools:  # a new object: searches still running keep the old one
+            self._names, self._names_of = ToolNames(ctx.catalog), ctx.catalog
+
+    def _tool_names(self, ctx: StageContext) -> ToolNames | None:
+        if not self.config.named_tools:
+            return None
+        names, catalog = self._names, ctx.catalog
+        if names is None or self._names_of is not catalog:  # not indexed through the engine (a bare stage)
+            names = ToolNames(catalog)
+        return names
 
     def _requests(self, query: str) -> list[str]:
         c = self.config
@@ -177,10 +264,26 @@ class MultiIntentStage(Stage):
         c = self.config
         requests = self._requests(query)
         trace["requests"] = requests
-        if len(requests) < 2 or not candidates:
+        if not candidates:
             return candidates
+        names = self._tool_names(ctx)
+        if len(requests) < 2:
+            named = names.mentioned(query) if names is not None else frozenset()
+            if not named:
+                return candidates
+            trace["named_tools"] = sorted(named)
+            return renumber(_named_first(candidates, named))
         depth = max(len(candidates), ctx.depth)
-        rankings = [(candidates, c.whole_weight)] + [(r, 1.0) for r in ctx.retrieve(requests, depth)]
+        rankings: list[tuple[list[ScoredTool], float]] = [(candidates, c.whole_weight)]
+        all_named: set[str] = set()
+        for request, ranking in zip(requests, ctx.retrieve(requests, depth)):
+            named = names.mentioned(request) if names is not None else frozenset()
+            if named:
+                ranking = _named_first(ranking, named)
+                all_named |= named
+            rankings.append((ranking, 1.0))
+        if all_named:
+            trace["named_tools"] = sorted(all_named)
         scores: dict[str, float] = {}
         items: dict[str, ScoredTool] = {}
         for ranking, weight in rankings:
