@@ -93,7 +93,7 @@ class Embedder(Protocol):
 
 #: Texts per encoder batch on a CPU when none is set. Smaller batches keep a layer's activations in the CPU's
 #: caches: on 2 cores (bundled MiniLM) 16 encoded 1.16-1.38x more API texts and 1.09-1.18x more requests per
-#: second than 64, and 128 was slower still (``benchmarks/encode_batch.py``, docs/benchmarks/first_stage.md).
+#: second than 64, and 128 was slower still (``benchmarks/encode_batch.py``, docs/benchmarks.md).
 CPU_BATCH_SIZE = 16
 #: Texts per encoder batch on a GPU or MPS when none is set (the earlier default everywhere).
 ACCELERATOR_BATCH_SIZE = 64

@@ -36,7 +36,7 @@ class DenseConfig(BaseModel):
         ge=1,
         description="texts per encoder batch (index builds, catalog changes, learned usage logs); None: 16 on a "
         "CPU, 64 on a GPU or MPS. On 2 CPU cores 16 encoded 1.2-1.4x more ToolBench API texts per second than 64 "
-        "(docs/benchmarks/first_stage.md)",
+        "(docs/benchmarks.md, 'Encoder batch size')",
     )
     max_length: int = Field(256, ge=8)
     index: Literal["flat", "hnsw"] = Field("flat", description="exact inner product, or approximate HNSW")
