@@ -97,6 +97,88 @@ class Embedder(Protocol):
 CPU_BATCH_SIZE = 16
 #: Texts per encoder batch on a GPU or MPS when none is set (the earlier default everywhere).
 ACCELERATOR_BATCH_SIZE = 64
+#: An encode call of at most this many texts (a search: a message and its requests) runs packed (see
+#: :class:`_Packer`) when their word pieces fit in :data:`PACK_MAX_TOKENS`; longer calls run as padded batches.
+PACK_MAX_TEXTS = 16
+PACK_MAX_TOKENS = 1024
+#: Texts :class:`_Packer` is checked on before it is used (case, punctuation, accents, a one-word text).
+_PACK_PROBES = ("Find a hotel in Rome", "What's the WEATHER there tomorrow, in °C?", "x", "naïve café 42 getUserToken")
+
+
+class _Packer:
+    """Encodes a few texts as one sequence: each text's word pieces form a block of a block-diagonal attention
+    mask (no text sees another), positions restart at every text, and each text is mean-pooled over its own
+    block. The vectors are those of a padded batch (checked on probe texts when built; a model for which they
+    differ is never packed), without the padding or the per-call overhead of sentence-transformers' ``encode``:
+    a ToolBench message with its 2-5 requests encoded 1.4-1.6x faster than in two padded calls, one text 1.1x
+    (``benchmarks/encode_packed.py``).
+
+    Only a BERT-type model (absolute positions) with mean pooling (and an optional normalisation; the vectors
+    are always normalised, as :meth:`SentenceTransformerEmbedder.encode` returns them) is packed.
+    """
+
+    def __init__(self, tokenizer: Any, model: Any, *, max_length: int, lower: bool) -> None:
+        self.tokenizer, self.model, self.max_length, self.lower = tokenizer, model, max_length, lower
+
+    @classmethod
+    def build(cls, st_model: Any, reference: Any) -> _Packer | None:
+        """A packer for ``st_model`` if its vectors match ``reference`` (the padded-batch encode) on probes."""
+        try:
+            max_length = int(st_model.max_seq_length)
+            modules = list(st_model)
+            kinds = [type(m).__name__ for m in modules]
+            if kinds[:2] != ["Transformer", "Pooling"] or any(k != "Normalize" for k in kinds[2:]):
+                return None
+            if getattr(modules[1], "pooling_mode", None) != "mean":
+                return None
+            model = modules[0].auto_model
+            config = model.config
+            if config.model_type != "bert" or getattr(config, "position_embedding_type", "absolute") != "absolute":
+                return None
+            packer = cls(
+                st_model.tokenizer,
+                model,
+                max_length=max_length,
+                lower=bool(getattr(modules[0], "do_lower_case", False)),
+            )
+            got = packer.encode(list(_PACK_PROBES))
+        except Exception as exc:  # noqa: BLE001 - an unknown model layout: encode as padded batches
+            logger.debug("encoder packing unavailable: %s: %s", type(exc).__name__, exc)
+            return None
+        want = reference(list(_PACK_PROBES))
+        if got is None or got.shape != want.shape or not np.allclose(got, want, atol=1e-4):
+            logger.debug("encoder packing disabled: packed vectors differ from padded ones")
+            return None
+        return packer
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray | None:
+        """The texts' vectors, or ``None`` when their word pieces exceed :data:`PACK_MAX_TOKENS`."""
+        torch = require("torch")
+        pieces = self.tokenizer(
+            [t.lower() for t in texts] if self.lower else list(texts),
+            add_special_tokens=True,
+            truncation=True,
+            max_length=self.max_length,
+        )["input_ids"]
+        sizes = [len(p) for p in pieces]
+        total = sum(sizes)
+        if total > PACK_MAX_TOKENS:
+            return None
+        device = self.model.device
+        ids = torch.tensor([[i for p in pieces for i in p]], device=device)
+        segment = torch.repeat_interleave(torch.arange(len(sizes), device=device), torch.tensor(sizes, device=device))
+        positions = torch.cat([torch.arange(n, device=device) for n in sizes]).unsqueeze(0)
+        dtype = next(self.model.parameters()).dtype
+        mask = torch.zeros((1, 1, total, total), dtype=dtype, device=device)
+        mask.masked_fill_(segment[None, :] != segment[:, None], torch.finfo(dtype).min)
+        with torch.inference_mode():
+            hidden = self.model(
+                input_ids=ids, attention_mask=mask, position_ids=positions, token_type_ids=torch.zeros_like(ids)
+            ).last_hidden_state[0]
+            member = torch.zeros((len(sizes), total), dtype=hidden.dtype, device=device)
+            member[segment, torch.arange(total, device=device)] = 1.0
+            vectors = torch.nn.functional.normalize((member @ hidden) / member.sum(dim=1, keepdim=True), dim=1)
+        return np.ascontiguousarray(vectors.float().cpu().numpy(), dtype=np.float32)
 
 
 class SentenceTransformerEmbedder:
@@ -133,6 +215,8 @@ class SentenceTransformerEmbedder:
         self.model_kwargs = dict(model_kwargs or {})
         self.torch_threads = torch_threads
         self._model: Any = None
+        self._packer: _Packer | None = None
+        self._packer_checked = False
 
     @property
     def model(self) -> Any:
@@ -154,6 +238,19 @@ class SentenceTransformerEmbedder:
                 self._model.max_seq_length = self.max_length
             self._model.eval()
         return self._model
+
+    @property
+    def packs_texts(self) -> bool:
+        """Whether a short call (at most :data:`PACK_MAX_TEXTS` texts) runs as one packed sequence (see
+        :class:`_Packer`): then a message and its requests cost less in one call than in two."""
+        return self._get_packer() is not None
+
+    def _get_packer(self) -> _Packer | None:
+        if not self._packer_checked:
+            model = self.model
+            self._packer = _Packer.build(model, self._encode_padded)
+            self._packer_checked = True
+        return self._packer
 
     def default_batch_size(self) -> int:
         """The batch size used when neither the call nor the embedder sets one: by the model's device."""
@@ -181,13 +278,24 @@ class SentenceTransformerEmbedder:
             show = _PROGRESS.get()
         if show is None:
             show = len(texts) > 2000 and logger.isEnabledFor(logging.INFO)
+        if len(texts) <= PACK_MAX_TEXTS and not show:  # a progress bar asked for: the padded path draws it
+            packer = self._get_packer()
+            packed = packer.encode(texts) if packer is not None else None
+            if packed is not None:
+                return packed
+        return self._encode_padded(texts, batch_size=batch_size, show_progress_bar=show)
+
+    def _encode_padded(
+        self, texts: Sequence[str], *, batch_size: int | None = None, show_progress_bar: bool = False
+    ) -> np.ndarray:
+        """sentence-transformers' ``encode``: texts sorted by length, in padded batches."""
         torch = require("torch")
         with torch.inference_mode():
             # sentence-transformers sorts by length before batching and restores the order.
             emb = self.model.encode(
                 list(texts),
                 batch_size=batch_size or self.batch_size or self.default_batch_size(),
-                show_progress_bar=show,
+                show_progress_bar=show_progress_bar,
                 convert_to_numpy=True,
                 normalize_embeddings=True,
             )

@@ -70,6 +70,97 @@ def test_batch_size_default_follows_the_device_and_an_explicit_one_wins(monkeypa
     small = SentenceTransformerEmbedder(device="cpu", max_length=64, batch_size=3)
     assert abs(small.encode(texts) - reference).max() < 1e-5
     dense = DenseRetriever(DenseConfig(batch_size=5), embedder=emb)
-    dense.index(["a", "b"], ["weather in Rome", "send an e-mail"])
+    dense.index([f"t{i}" for i in range(20)], texts[:20])  # more texts than a packed call holds
     assert seen[-1] == 5
     assert DenseConfig().batch_size is None  # None: the embedder's device default
+
+
+# -- packed short calls (a message and its requests in one sequence) ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def packing_embedder() -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(device="cpu", max_length=24)
+
+
+def test_a_short_call_is_packed_and_its_vectors_are_the_padded_batchs(
+    packing_embedder: SentenceTransformerEmbedder,
+) -> None:
+    emb = packing_embedder
+    assert emb.packs_texts
+    texts = [
+        "Find me a hotel in Rome and the weather there",
+        "hotel in Rome",
+        "",
+        "Ünïcödé ÀÉÎ 東京 getWeatherForecast(city_id=42)!!",
+        " ".join(["a long text truncated at the model's max length"] * 10),  # 24 word pieces kept
+        "x",
+    ]
+    got, want = emb.encode(texts), emb._encode_padded(texts)
+    assert got.dtype == want.dtype == "float32" and got.shape == want.shape == (6, 384)
+    assert abs(got - want).max() < 1e-4
+    assert abs((got**2).sum(axis=1) - 1).max() < 1e-4
+
+
+def test_a_call_over_the_token_budget_runs_as_padded_batches(
+    packing_embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import toolrerank_plugins.encoders as encoders
+
+    emb = packing_embedder
+    assert emb.packs_texts
+    texts = ["a message of a few words", "and another one"]
+    calls: list[int] = []
+    real = emb._encode_padded
+    monkeypatch.setattr(emb, "_encode_padded", lambda t, **kw: calls.append(len(t)) or real(t, **kw))
+    emb.encode(texts)
+    assert calls == []  # packed
+    monkeypatch.setattr(encoders, "PACK_MAX_TOKENS", 8)
+    out = emb.encode(texts)
+    assert calls == [2] and abs(out - real(texts)).max() < 1e-4
+
+
+def test_packing_is_off_when_its_vectors_differ(monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolrerank_plugins.encoders as encoders
+
+    real = encoders._Packer.encode
+    monkeypatch.setattr(encoders._Packer, "encode", lambda self, texts: real(self, texts)[:, ::-1].copy())
+    emb = SentenceTransformerEmbedder(device="cpu", max_length=24)
+    assert not emb.packs_texts
+    texts = ["hotel in Rome", "weather in Rome"]
+    assert abs(emb.encode(texts) - emb._encode_padded(texts)).max() == 0
+
+
+def test_a_message_and_its_requests_are_encoded_in_one_packed_call(
+    packing_embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolrerank_plugins.retrieval.dense import DenseRetriever
+
+    emb = packing_embedder
+    dense = DenseRetriever(embedder=emb)
+    dense.index(["hotel", "weather", "mail"], ["search hotels in a city", "weather forecast", "send an e-mail"])
+    calls: list[list[str]] = []
+    real = emb.encode
+    monkeypatch.setattr(emb, "encode", lambda t, **kw: calls.append(list(t)) or real(t, **kw))
+    message, parts = "find a hotel in Rome and the weather there", ["find a hotel in Rome", "the weather there"]
+    whole, by_part = dense.search_with_parts([message], [parts], 3)
+    assert calls == [[message, *parts]]
+    assert [h.id for h in whole[0]] == [h.id for h in dense.search([message], 3)[0]]
+    assert [[h.id for h in hits] for hits in by_part[0]] == [[h.id for h in dense.search([p], 3)[0]] for p in parts]
+    assert by_part[0][0][0].id == "hotel" and by_part[0][1][0].id == "weather"
+
+
+@pytest.mark.fuzz
+def test_packed_vectors_equal_padded_ones_for_generated_texts(packing_embedder: SentenceTransformerEmbedder) -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from tests._fuzz import FUZZ
+
+    @FUZZ
+    @given(st.lists(st.text(max_size=80), min_size=1, max_size=16))
+    def check(texts: list[str]) -> None:
+        got, want = packing_embedder.encode(texts), packing_embedder._encode_padded(texts)
+        assert got.shape == want.shape and abs(got - want).max() < 1e-4
+
+    check()

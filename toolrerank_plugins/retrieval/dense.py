@@ -299,17 +299,25 @@ class DenseRetriever(FirstStage):
         pooled: bool = False,
         lexical: bool = False,
     ) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
-        """The queries and their parts encoded in two calls (one batch would pad every request to the
-        message's length: measured 1.3x slower on ToolBench messages), searched in one. With ``pooled`` a
-        query with parts is not encoded itself but searched with the mean of its parts' vectors, weighted
-        by their lengths (normalised): each text is encoded once. ``lexical`` is ignored (no lexical part)."""
+        """The queries and their parts encoded in one call when the encoder packs short calls (see
+        ``SentenceTransformerEmbedder.packs_texts``), else in two (one padded batch would pad every request
+        to the message's length: measured 1.3x slower on ToolBench messages), searched in one. With
+        ``pooled`` a query with parts is not encoded itself but searched with the mean of its parts' vectors,
+        weighted by their lengths (normalised): each text is encoded once. ``lexical`` is ignored (no
+        lexical part)."""
         if not queries:
             return [], []
         counts = [len(ps) for ps in parts]
         flat = [p for ps in parts for p in ps]
         own = [i for i, n in enumerate(counts) if not (pooled and n)]  # queries encoded themselves
-        own_vec = self.encode_queries([queries[i] for i in own]) if own else None
-        part_vec = self.encode_queries(flat) if flat else None
+        own_vec: np.ndarray | None
+        part_vec: np.ndarray | None
+        if own and flat and getattr(self.embedder, "packs_texts", False):
+            both = self.encode_queries([*(queries[i] for i in own), *flat])
+            own_vec, part_vec = both[: len(own)], both[len(own) :]
+        else:
+            own_vec = self.encode_queries([queries[i] for i in own]) if own else None
+            part_vec = self.encode_queries(flat) if flat else None
         dim = (own_vec if own_vec is not None else part_vec).shape[1]  # type: ignore[union-attr]
         query_vec = np.zeros((len(queries), dim), dtype=np.float32)
         if own_vec is not None:
