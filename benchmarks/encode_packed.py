@@ -24,6 +24,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,14 +70,18 @@ def measure(embedder: SentenceTransformerEmbedder, texts: list[list[str]], round
         padded(t), embedder.encode(t)
     for r in range(rounds):
         for i, t in enumerate(texts):
-            order = [("padded", lambda: padded(t)), ("packed", lambda: embedder.encode(t))]
-            order += [("padded_one", lambda: padded(t[:1])), ("packed_one", lambda: embedder.encode(t[:1]))]
+            order: list[tuple[str, Callable[[list[str]], np.ndarray], list[str]]] = [
+                ("padded", padded, t),
+                ("packed", embedder.encode, t),
+                ("padded_one", padded, t[:1]),
+                ("packed_one", embedder.encode, t[:1]),
+            ]
             if (i + r) % 2:
                 order.reverse()
             out = {}
-            for name, fn in order:
+            for name, fn, arg in order:
                 start = time.perf_counter()
-                out[name] = fn()
+                out[name] = fn(arg)
                 runs[name].append(time.perf_counter() - start)
             diff = max(diff, float(np.abs(out["padded"] - out["packed"]).max()))
     p50 = {k: 1e3 * statistics.median(v) for k, v in runs.items()}
