@@ -33,24 +33,17 @@ import numpy as np
 from toolrerank_plugins.encoders import SentenceTransformerEmbedder
 from toolrerank_plugins.loaders import load_queries
 from toolrerank_plugins.pipelines import pipeline_config
-from toolrerank_plugins.rerank.intents import MultiIntentConfig, split_requests
+from toolrerank_plugins.rerank.intents import MultiIntentConfig, MultiIntentStage
 
 
 def messages(data: Path, dataset: str) -> list[list[str]]:
     """Each dev message followed by its requests as the default pipeline splits them (none if it is one request)."""
-    stage = next(s for s in pipeline_config("default").stages if s.type == "multi_intent")
-    c = MultiIntentConfig.model_validate(stage.params)
+    params = next(s for s in pipeline_config("default").stages if s.type == "multi_intent").params
+    stage = MultiIntentStage(MultiIntentConfig.model_validate(params))
     out = []
     for q in load_queries(data / dataset, split="dev"):
-        requests = split_requests(
-            q.query,
-            min_words=c.min_words,
-            max_requests=c.max_requests,
-            and_max_words=c.and_max_words,
-            lines=c.lines,
-            preamble=c.preamble,
-        )
-        out.append([q.query, *(requests if len(requests) > 1 else [])])
+        parts = stage.query_parts(q.query)  # what the engine hands the first stage with the message
+        out.append([q.query, *(parts.parts if parts is not None else ())])
     return out
 
 
