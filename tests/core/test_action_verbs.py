@@ -1,0 +1,131 @@
+"""A request's action verb picks among one thing's actions (``multi_intent.actions``)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests._fuzz import FUZZ
+from toolrerank_plugins import Engine, EngineConfig
+from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.records import ScoredTool, ToolSpec
+from toolrerank_plugins.rerank.intents import api_action, by_action, request_action
+
+
+@pytest.mark.parametrize(
+    ("request_text", "action"),
+    [
+        ("Can you cancel my appointment with Dr. Chen?", "delete"),
+        ("Can you help me add a schedule for tomorrow at 2pm?", "create"),
+        ("Please check my meetings on Friday", "read"),
+        ("I want to change my password", "update"),
+        ("Can you record my blood pressure?", "record"),
+        ("Can you remind me ten minutes before?", None),  # no action verb: nothing to match
+        ("weather in Rome", None),
+    ],
+)
+def test_request_action_is_the_class_of_the_first_action_verb(request_text: str, action: str | None) -> None:
+    assert request_action(request_text) == action
+
+
+@pytest.mark.parametrize(
+    ("name", "action", "thing"),
+    [
+        ("CancelRegistration", "delete", {"registration"}),
+        ("AppointmentRegistration", None, {"appointment", "registration"}),
+        ("query_meetings", "read", {"meeting"}),  # a plural's "s" is dropped
+        ("Hotels.SearchHotel", "read", {"hotel"}),
+        ("DELETE /me/albums", "delete", {"me", "album"}),
+        ("get_address", "read", {"address"}),  # "ss" is not a plural
+    ],
+)
+def test_api_action_reads_the_verb_and_the_thing_from_the_name(name: str, action: str | None, thing: set[str]) -> None:
+    assert api_action(name) == (action, frozenset(thing))
+
+
+def _ranking(*names: str) -> list[ScoredTool]:
+    return [
+        ScoredTool(ToolSpec(id=n, name=n, description=""), score=1.0 / rank, rank=rank)
+        for rank, n in enumerate(names, start=1)
+    ]
+
+
+def test_the_requested_action_takes_the_place_of_another_action_on_the_same_thing() -> None:
+    ranking = _ranking(
+        "AppointmentRegistration", "QueryRegistration", "RecordHealthData", "ModifyRegistration", "CancelRegistration"
+    )
+    moved = [c.id for c in by_action(ranking, "delete", window=10)]
+    # CancelRegistration takes QueryRegistration's place; AppointmentRegistration states no action: it stays
+    assert moved == [
+        "AppointmentRegistration",
+        "CancelRegistration",
+        "QueryRegistration",
+        "RecordHealthData",
+        "ModifyRegistration",
+    ]
+
+
+def test_nothing_moves_past_another_thing_or_below_the_window() -> None:
+    ranking = _ranking("AddMeeting", "QueryAgenda", "DeleteAlarm", "DeleteMeeting")
+    # AddAgenda is not in the ranking; DeleteAlarm acts on another thing than AddMeeting
+    assert by_action(ranking, "read", window=10) is ranking
+    assert [c.id for c in by_action(ranking, "delete", window=10)] == [
+        "DeleteMeeting",
+        "AddMeeting",
+        "QueryAgenda",
+        "DeleteAlarm",
+    ]
+    assert by_action(ranking, "delete", window=3) is ranking  # DeleteMeeting is below the window
+
+
+@FUZZ
+@given(
+    st.lists(
+        st.sampled_from(["AddMeeting", "QueryMeeting", "DeleteMeeting", "Meeting", "GetWeather", "x", "Query"]),
+        unique=True,
+    ),
+    st.sampled_from(["create", "read", "update", "delete", "record"]),
+    st.integers(1, 8),
+)
+def test_by_action_only_reorders_the_window(names: list[str], action: str, window: int) -> None:
+    ranking = _ranking(*names)
+    out = by_action(ranking, action, window)
+    assert sorted(c.id for c in out[:window]) == sorted(c.id for c in ranking[:window])
+    assert out[window:] == ranking[window:]
+
+
+def _meetings() -> Catalog:
+    # One thing's four actions, described with nearly the same words: the one that reads meetings mentions the
+    # calendar twice, so a plain ranking puts it first for any request about a meeting in the calendar.
+    same = "a meeting in the user's calendar: title, time and place"
+    return Catalog(
+        [
+            ToolSpec(id="QueryMeeting", name="QueryMeeting", description=same + "; the whole calendar"),
+            *(ToolSpec(id=n, name=n, description=same) for n in ("AddMeeting", "ModifyMeeting", "DeleteMeeting")),
+            ToolSpec(id="GetWeather", name="GetWeather", description="the weather forecast for a city"),
+        ]
+    )
+
+
+def _engine(**params: object) -> Engine:
+    return Engine.build(
+        _meetings(), EngineConfig(retriever="bm25", stages=[{"type": "multi_intent", "params": params}])
+    )
+
+
+def test_the_request_verb_picks_the_meeting_action_and_the_trace_says_so() -> None:
+    query = "please cancel my meeting in the calendar tomorrow"
+    off = [h.id for h in _engine(actions=False).search(query, top_k=4)]
+    assert off[0] == "QueryMeeting"
+    detailed = _engine().search_detailed(query, top_k=4)
+    assert detailed.results[0].id == "DeleteMeeting"
+    assert detailed.trace["multi_intent"]["actions"] == {query: "delete"}
+
+
+def test_each_request_of_a_message_picks_its_own_action() -> None:
+    query = "Can you cancel the meeting in my calendar at noon? Also, show the weather forecast for Rome"
+    ids = [h.id for h in _engine().search(query, top_k=3)]
+    assert set(ids[:2]) == {"DeleteMeeting", "GetWeather"}
+    off = [h.id for h in _engine(actions=False).search(query, top_k=3)]
+    assert set(off[:2]) == {"QueryMeeting", "GetWeather"}
