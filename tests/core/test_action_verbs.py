@@ -129,3 +129,15 @@ def test_each_request_of_a_message_picks_its_own_action() -> None:
     assert set(ids[:2]) == {"DeleteMeeting", "GetWeather"}
     off = [h.id for h in _engine(actions=False).search(query, top_k=3)]
     assert set(off[:2]) == {"QueryMeeting", "GetWeather"}
+
+
+@pytest.mark.fuzz
+@FUZZ
+@given(st.text(max_size=200))
+def test_action_verbs_only_reorder_and_never_raise(text: str) -> None:
+    assert request_action(text) in {None, "create", "read", "update", "delete", "record"}
+    if not text.strip():
+        return
+    on = [h.id for h in _engine().search(text, top_k=10)]  # every match of the 5-API catalog: a permutation
+    off = [h.id for h in _engine(actions=False).search(text, top_k=10)]
+    assert sorted(on) == sorted(off) and len(set(on)) == len(on)
