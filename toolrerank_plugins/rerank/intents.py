@@ -151,7 +151,7 @@ class ToolNames:
 # QueryMeeting, ModifyMeeting, DeleteMeeting) is then told apart by the request's verb.
 _ACTION_VERBS: dict[str, tuple[str, ...]] = {
     "create": (
-        "add", "create", "insert", "post", "register", "open", "make", "generate", "book", "reserve",
+        "add", "create", "new", "insert", "post", "register", "open", "make", "generate", "book", "reserve",
         "order", "buy", "purchase", "submit", "upload", "save",
     ),
     "read": (
@@ -166,26 +166,19 @@ _ACTION_VERBS: dict[str, tuple[str, ...]] = {
     "record": ("record", "log"),
 }  # fmt: skip
 _ACTION_OF = {verb: action for action, verbs in _ACTION_VERBS.items() for verb in verbs}
-# A word after these is a noun ("my order", "the book", "a record", "in order to"), not the request's verb.
-_NOUN_BEFORE = frozenset(
-    {"a", "an", "the", "my", "your", "our", "their", "his", "her", "its", "this", "that", "in", "of"}
-)
 
 
 def request_action(text: str) -> str | None:
-    """The action class of a request's first action verb (create, read, update, delete, record), or None; a
-    verb's word right after an article, a possessive or "in" / "of" is a noun ("my order", "the book").
+    """The action class of a request's first action verb (create, read, update, delete, record), or None.
 
     Example:
         >>> request_action("Can you cancel my appointment with Dr. Chen?"), request_action("weather in Rome")
         ('delete', None)
     """
-    previous = ""
     for word in _WORDS.findall(text.lower()):
         action = _ACTION_OF.get(word)
-        if action is not None and previous not in _NOUN_BEFORE:
+        if action is not None:
             return action
-        previous = word
     return None
 
 
