@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolrerank_plugins.records import ScoredTool, renumber
+from toolrerank_plugins.retrieval.bm25 import split_identifier
 from toolrerank_plugins.stages import QueryParts, Stage, StageContext, StageType
 
 if TYPE_CHECKING:
@@ -195,8 +196,6 @@ def api_action(name: str) -> tuple[str | None, frozenset[str]]:
         >>> api_action("GET /movies/{movie_id}")[0]
         'read'
     """
-    from toolrerank_plugins.retrieval.bm25 import split_identifier
-
     action: str | None = None
     thing: set[str] = set()
     for raw in _WORDS.findall(name):
