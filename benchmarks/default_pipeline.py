@@ -85,6 +85,7 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -preamble as context (self-description a request)": _stage_param("multi_intent", "preamble", "request"),
     "default -named tools": _stage_param("multi_intent", "named_tools", False),
     "default -action verbs": _stage_param("multi_intent", "actions", False),
+    "default -action compounds": _stage_param("multi_intent", "action_compounds", False),
     "default -tool_evidence": _without_stage("tool_evidence"),
     "default -tgr": _without_stage("tgr"),
 }

@@ -10,7 +10,7 @@ from tests._fuzz import FUZZ
 from toolrerank_plugins import Engine, EngineConfig
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.records import ScoredTool, ToolSpec
-from toolrerank_plugins.rerank.intents import api_action, by_action, request_action
+from toolrerank_plugins.rerank.intents import api_action, by_action, leading_words, request_action
 
 
 @pytest.mark.parametrize(
@@ -79,18 +79,64 @@ def test_nothing_moves_past_another_thing_or_below_the_window() -> None:
     assert by_action(ranking, "delete", window=3) is ranking  # DeleteMeeting is below the window
 
 
+@pytest.mark.parametrize(
+    ("names", "words"),
+    [
+        (["PlaySong", "Music.PlayMovie", "AppointmentRegistration", "CancelRegistration"], {"play"}),
+        (["performDataAnalysis", "perform_surgery", "runCampaign"], {"perform"}),
+        (["GET /me/albums", "GET /users/album", "weather"], {"album"}),  # the last segment; plural "s" dropped
+        (["", "...", "x"], set()),
+    ],
+)
+def test_leading_words_are_the_words_that_begin_two_or_more_names(names: list[str], words: set[str]) -> None:
+    assert leading_words(names) == frozenset(words)
+    assert leading_words(names, min_count=1) >= frozenset(words)
+
+
+def test_an_api_that_names_more_of_the_thing_counts_as_another_action_with_the_catalog_verbs() -> None:
+    ranking = _ranking("AppointmentRegistration", "QueryRegistration", "CancelRegistration")
+    verbs = frozenset({"query", "cancel"})
+    assert [c.id for c in by_action(ranking, "delete", window=10, verbs=verbs)] == [
+        "CancelRegistration",
+        "AppointmentRegistration",
+        "QueryRegistration",
+    ]
+    # without the catalog's verbs (or when "appointment" begins several names: a verb) it is not passed
+    assert by_action(ranking, "delete", window=10)[0].id == "AppointmentRegistration"
+    assert by_action(ranking, "delete", window=10, verbs=verbs | {"appointment"})[0].id == "AppointmentRegistration"
+
+
+def test_an_api_of_another_tool_that_names_more_of_the_thing_is_not_passed() -> None:
+    def spec(name: str, tool: str) -> ScoredTool:
+        return ScoredTool(ToolSpec(id=f"{tool}/{name}", name=name, description="", tool=tool), score=1.0, rank=1)
+
+    verbs = frozenset({"get"})
+    other_tool = [spec("Playlist extraction", "Miza"), spec("Get playlist", "YT Music")]
+    assert by_action(other_tool, "read", window=10, verbs=verbs) is other_tool
+    same_tool = [spec("Playlist extraction", "YT Music"), spec("Get playlist", "YT Music")]
+    assert [c.tool.name for c in by_action(same_tool, "read", window=10, verbs=verbs)] == [
+        "Get playlist",
+        "Playlist extraction",
+    ]
+
+
 @FUZZ
 @given(
     st.lists(
-        st.sampled_from(["AddMeeting", "QueryMeeting", "DeleteMeeting", "Meeting", "GetWeather", "x", "Query"]),
+        st.sampled_from(
+            ["AddMeeting", "QueryMeeting", "DeleteMeeting", "Meeting", "MeetingNotes", "GetWeather", "x", "Query"]
+        ),
         unique=True,
     ),
     st.sampled_from(["create", "read", "update", "delete", "record"]),
     st.integers(1, 8),
+    st.one_of(st.none(), st.sets(st.sampled_from(["meeting", "note", "add", "query"])).map(frozenset)),
 )
-def test_by_action_only_reorders_the_window(names: list[str], action: str, window: int) -> None:
+def test_by_action_only_reorders_the_window(
+    names: list[str], action: str, window: int, verbs: frozenset[str] | None
+) -> None:
     ranking = _ranking(*names)
-    out = by_action(ranking, action, window)
+    out = by_action(ranking, action, window, verbs)
     assert sorted(c.id for c in out[:window]) == sorted(c.id for c in ranking[:window])
     assert out[window:] == ranking[window:]
 
@@ -129,6 +175,27 @@ def test_each_request_of_a_message_picks_its_own_action() -> None:
     assert set(ids[:2]) == {"DeleteMeeting", "GetWeather"}
     off = [h.id for h in _engine(actions=False).search(query, top_k=3)]
     assert set(off[:2]) == {"QueryMeeting", "GetWeather"}
+
+
+def _registrations(engine_params: dict[str, object]) -> Engine:
+    # An action-less API that names the thing twice over (the words of API-Bank's AppointmentRegistration) and
+    # the thing's three actions, described alike.
+    same = "an appointment registration with a doctor: patient name, date and doctor"
+    catalog = Catalog(
+        [
+            ToolSpec(id="AppointmentRegistration", name="AppointmentRegistration", description=same + " appointment"),
+            *(ToolSpec(id=n, name=n, description=same) for n in ("QueryRegistration", "CancelRegistration")),
+        ]
+    )
+    return Engine.build(
+        catalog, EngineConfig(retriever="bm25", stages=[{"type": "multi_intent", "params": engine_params}])
+    )
+
+
+def test_cancel_my_appointment_passes_the_registration_api_that_states_no_action() -> None:
+    query = "Can you cancel my appointment with Dr. Chen?"
+    assert _registrations({"action_compounds": False}).search(query, top_k=3)[0].id == "AppointmentRegistration"
+    assert _registrations({}).search(query, top_k=3)[0].id == "CancelRegistration"
 
 
 @pytest.mark.fuzz
