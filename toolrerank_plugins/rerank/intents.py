@@ -274,7 +274,7 @@ def by_action(
     return head + ranking[window:] if moved else ranking
 
 
-def _catalog_verbs(catalog: Catalog) -> frozenset[str]:
+def _verbs_of(catalog: Catalog) -> frozenset[str]:
     return leading_words(catalog[tid].name for tid in catalog.ids)
 
 
@@ -401,7 +401,7 @@ class MultiIntentStage(Stage):
         if self.config.named_tools:  # a new object: searches still running keep the old one
             self._names, self._names_of = ToolNames(ctx.catalog), ctx.catalog
         if self.config.actions and self.config.action_compounds:
-            self._verbs = (ctx.catalog, _catalog_verbs(ctx.catalog))
+            self._verbs = (ctx.catalog, _verbs_of(ctx.catalog))
 
     def _catalog_verbs(self, ctx: StageContext) -> frozenset[str] | None:
         if not (self.config.actions and self.config.action_compounds):
@@ -409,7 +409,7 @@ class MultiIntentStage(Stage):
         verbs = self._verbs  # one read: on_index may replace it meanwhile
         if verbs is not None and verbs[0] is ctx.catalog:
             return verbs[1]
-        return _catalog_verbs(ctx.catalog)  # not indexed through the engine (a bare stage; as _tool_names)
+        return _verbs_of(ctx.catalog)  # not indexed through the engine (a bare stage; as _tool_names)
 
     def _tool_names(self, ctx: StageContext) -> ToolNames | None:
         if not self.config.named_tools:
