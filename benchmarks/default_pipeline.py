@@ -86,6 +86,7 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -named tools": _stage_param("multi_intent", "named_tools", False),
     "default -action verbs": _stage_param("multi_intent", "actions", False),
     "default -action compounds": _stage_param("multi_intent", "action_compounds", False),
+    "default -and before a verb": _stage_param("multi_intent", "and_verbs", False),
     "default -tool_evidence": _without_stage("tool_evidence"),
     "default -tgr": _without_stage("tgr"),
 }

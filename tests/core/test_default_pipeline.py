@@ -4,6 +4,8 @@ retrieval and tool-level evidence (issue 15)."""
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 
 import pytest
 from hypothesis import given
@@ -146,6 +148,75 @@ def test_hybrid_score_fusion_through_the_engine() -> None:
 )
 def test_split_requests(message: str, requests: list[str]) -> None:
     assert split_requests(message) == requests
+
+
+@pytest.mark.parametrize(
+    ("message", "requests"),
+    [
+        # a long piece: "and" before a verb that starts another action splits it
+        (
+            "I want to know the current stock price of Microsoft and convert it to Indian Rupees.",
+            ["I want to know the current stock price of Microsoft", "convert it to Indian Rupees"],
+        ),
+        (
+            "Encrypt the random joke with the key secret, search for Italian restaurants in New York, and calculate"
+            " the profit from a transaction",
+            [
+                "Encrypt the random joke with the key secret, search for Italian restaurants in New York",
+                "calculate the profit from a transaction",
+            ],
+        ),
+        # a verb that asks for the same request's output does not
+        (
+            "Please retrieve information about space missions to Mars and provide me with the mission name and year",
+            ["Please retrieve information about space missions to Mars and provide me with the mission name and year"],
+        ),
+        # "and" before a noun does not
+        (
+            "Can you provide me with information about the clubs, managers, teammates and referees of a player?",
+            ["Can you provide me with information about the clubs, managers, teammates and referees of a player?"],
+        ),
+        # every part must keep min_words words
+        (
+            "Look at the long list of all the open invoices of this month and send it",
+            ["Look at the long list of all the open invoices of this month and send it"],
+        ),
+    ],
+)
+def test_split_requests_at_and_before_an_action_verb(message: str, requests: list[str]) -> None:
+    assert split_requests(message, and_verbs=True) == requests
+    assert len(split_requests(message)) == 1  # the function's own default keeps the old behaviour
+
+
+_sentences = st.lists(
+    st.sampled_from(["find", "and", "And", "convert", "provide", "the", "price", ",", "hotel", "x", "y"]),
+    min_size=10,
+    max_size=40,
+).map(" ".join)
+
+
+@FUZZ
+@given(text=st.one_of(_sentences, st.text(max_size=120)), lines=st.sampled_from(["all", "asking"]))
+def test_and_verbs_only_cuts_pieces_at_and(text: str, lines: str) -> None:
+    kw = {"max_requests": 1000, "lines": lines}
+    before = split_requests(text, **kw)  # type: ignore[arg-type]
+    after = split_requests(text, and_verbs=True, **kw)  # type: ignore[arg-type]
+    assert after and all(isinstance(p, str) for p in after) and len(after) >= len(before)
+    words = [w for p in before for w in re.findall(r"\w+", p)]
+    kept = [w for p in after for w in re.findall(r"\w+", p)]
+    it = iter(words)
+    assert all(any(w == v for v in it) for w in kept)  # the words after are those before, in order, ...
+    dropped = [w.lower() for w in (Counter(words) - Counter(kept)).elements()]
+    assert dropped == ["and"] * len(dropped)  # ... less some "and"s
+
+
+def test_the_default_multi_intent_splits_at_and_before_an_action_verb() -> None:
+    engine = _engine([{"type": "multi_intent"}])
+    message = "I want to know the current stock price of Microsoft and convert it to Indian Rupees"
+    requests = engine.search_detailed(message, top_k=3).trace["multi_intent"]["requests"]
+    assert requests == ["I want to know the current stock price of Microsoft", "convert it to Indian Rupees"]
+    off = _engine([{"type": "multi_intent", "params": {"and_verbs": False}}])
+    assert off.search_detailed(message, top_k=3).trace["multi_intent"]["requests"] == [message]
 
 
 def _engine(stages: list[dict[str, object]]) -> Engine:
