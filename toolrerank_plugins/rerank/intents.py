@@ -2,10 +2,11 @@
 
 "Can you fetch X? Additionally, get Y and Z" asks for several tools, but one embedding or one bag of words for
 the whole message favours one of them. The ``multi_intent`` stage splits the message into requests with
-rules (sentences, then cue words such as "additionally", "also", "then"), retrieves each request with the
-engine's first stage, and merges the whole-message ranking and every request's ranking by reciprocal-rank
-fusion with a small constant (``rrf_k=1``: close to interleaving, so each request's top tools reach the top
-ranks). A message with a single request is left exactly as the first stage ranked it, unless it names a tool.
+rules (sentences, then cue words such as "additionally", "also", "then", then "and" in a short piece or before
+an action verb), retrieves each request with the engine's first stage, and merges the whole-message ranking
+and every request's ranking by reciprocal-rank fusion with a small constant (``rrf_k=1``: close to
+interleaving, so each request's top tools reach the top ranks). A message with a single request is left
+exactly as the first stage ranked it, unless it names a tool.
 
 A request that names a catalog tool ("using the bitly tool", "search videos on Vimeo", "the URL Link Shortener
 API") puts that tool's APIs first in its own ranking (``named_tools``): among 47k APIs a named service has
