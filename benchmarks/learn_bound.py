@@ -9,7 +9,7 @@ feed-forward shape with torch; the encoding cannot take less than the FLOP count
 
 Usage::
 
-    python benchmarks/learn_bound.py --data ../shared/data --records 20000 --threads 2
+    python benchmarks/learn_bound.py --data ../shared/data --records 20000 --threads 2 --out runs/bench/learn_bound.json
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", type=Path, help="also write the JSON result here")
     args = ap.parse_args(argv)
     from transformers import AutoTokenizer
 
@@ -82,8 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "threads": args.threads,
         "lower_bound_seconds": (linear + attention) / (best * 1e9),
     }
-    json.dump(result, sys.stdout, indent=1)
-    print()
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
     return 0
 
 
