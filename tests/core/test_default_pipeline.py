@@ -176,6 +176,11 @@ def test_split_requests(message: str, requests: list[str]) -> None:
             "Can you provide me with information about the clubs, managers, teammates and referees of a player?",
             ["Can you provide me with information about the clubs, managers, teammates and referees of a player?"],
         ),
+        # only "and" cuts, not another word before a verb
+        (
+            "Tell me how many people clicked the send button on the new newsletter this week",
+            ["Tell me how many people clicked the send button on the new newsletter this week"],
+        ),
         # every part must keep min_words words
         (
             "Look at the long list of all the open invoices of this month and send it",
