@@ -81,13 +81,19 @@ _CUE = re.compile(
 # "and" between two requests of a short message ("find a hotel in Rome and the weather there"). In longer
 # sentences "and" mostly joins the items of one request ("clubs, managers, teammates, and referees").
 _AND = re.compile(r",?\s+\band\b\s+", re.IGNORECASE)
+# Imperative verbs that start a request ("find ...", "and convert it ..."), and those that ask for a request's
+# output ("show", "tell", "give", "provide").
+_IMPERATIVES = (
+    "get|find|search|list|book|send|add|delete|remove|cancel|create|set|update|change|check|open|calculate|convert|"
+    "translate|recommend|fetch|retrieve|schedule|make|play|record|query|modify|register|look up|buy|order|call|"
+    "reserve|compare"
+)
+_OUTPUT_VERBS = "show|tell|give|provide"
 # ... except before a verb that starts another action ("I want the stock price of Microsoft and convert it to
 # Indian Rupees"). Verbs that ask for the same request's output ("and provide me with its author", "and tell me
 # the price") are left out: they mostly add detail to the request before them (Seal-Tools train).
 _AND_VERB = re.compile(
-    r",?\s+\band\b\s+(?=(?:get|find|search|list|book|send|add|delete|remove|cancel|create|set|update|change|check|"
-    r"open|calculate|convert|translate|recommend|fetch|retrieve|schedule|make|play|record|query|modify|register|"
-    r"look up|buy|order|call|reserve|compare|generate|suggest|share|download|obtain|gather|analy[sz]e)\b)",
+    rf",?\s+\band\b\s+(?=(?:{_IMPERATIVES}|generate|suggest|share|download|obtain|gather|analy[sz]e)\b)",
     re.IGNORECASE,
 )
 _WORDS = re.compile(r"\w+")
@@ -99,9 +105,7 @@ _ASKS_OUTRIGHT = re.compile(_OUTRIGHT, re.IGNORECASE)
 # ("Can you book it?\nJohn Smith, March 3rd.\nYes, that's correct.") later lines mostly answer the assistant.
 _ASKS = re.compile(
     _OUTRIGHT + r"|\bi(?:'d| would)? (?:like|want|need)\b|\bhelp me\b|"
-    r"\blet me\b|^\W*(?:also\W+|and\W+|then\W+)?(?:get|find|search|show|list|tell|give|book|send|add|delete|"
-    r"remove|cancel|create|set|update|change|check|open|calculate|convert|translate|recommend|fetch|retrieve|"
-    r"provide|schedule|make|play|record|query|modify|register|look up|buy|order|call|reserve|compare)\b",
+    rf"\blet me\b|^\W*(?:also\W+|and\W+|then\W+)?(?:{_IMPERATIVES}|{_OUTPUT_VERBS})\b",
     re.IGNORECASE,
 )
 _STRIP = " \t,;:.-"
