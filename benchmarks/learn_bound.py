@@ -16,25 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from toolrerank_plugins.loaders import load_queries
+from usage_learning import timing_log  # sibling script (benchmarks/ is on sys.path when run)
 
 HIDDEN, FFN, LAYERS = 384, 1536, 6
-
-
-def log_texts(data: Path, n: int, seed: int = 0) -> list[str]:
-    """The texts of ``usage_learning.py --learn-timing n``'s log (same order, same seed)."""
-    train = load_queries(data / "metatool", split="train")
-    texts = [q.query for q in train][:n]
-    rng = random.Random(seed)
-    while len(texts) < n:
-        a, b = rng.sample(train, 2)
-        texts.append(f"{a.query} {b.query}")
-    return texts
 
 
 def matmul_gflops(threads: int, rows: Sequence[int] = (320, 1024, 4096), repeats: int = 50) -> dict[int, float]:
@@ -64,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from toolrerank_plugins.encoders import default_model_path
 
-    texts = log_texts(args.data, args.records)
+    texts = [r.query for r in timing_log(args.data / "metatool", args.records)]
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
     lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=256)["input_ids"]]
     pieces = sum(lengths)

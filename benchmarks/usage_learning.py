@@ -239,18 +239,25 @@ def run_dataset(name: str, args: argparse.Namespace, emb: Any) -> dict[str, Any]
     return res
 
 
+def timing_log(folder: Path, n: int, seed: int = 0) -> list[UsageRecord]:
+    """``--learn-timing``'s log: the first ``n`` train requests of ``folder``, then (past those) two-request
+    messages made of random pairs of them."""
+    train = load_queries(folder, split="train")
+    log = records(train)[:n]
+    rng = random.Random(seed)
+    while len(log) < n:
+        a, b = rng.sample(train, 2)
+        log.append(UsageRecord(f"{a.query} {b.query}", relevant=(*a.relevant, *b.relevant), id=f"pair-{len(log)}"))
+    return log
+
+
 def learn_timing(args: argparse.Namespace) -> dict[str, Any]:
     """``learn`` of N MetaTool records into a fresh engine (``--pipeline``), every request encoded by MiniLM:
     the train requests, then (past 19,440) two-request messages made of pairs of train requests."""
     folder = Path(args.data) / "metatool"
     emb = SentenceTransformerEmbedder("default", device="cpu", torch_threads=args.threads)
     base = Engine.build(load_catalog(folder), pipeline_config(args.pipeline), embedder=emb)
-    train = load_queries(folder, split="train")
-    log = records(train)[: args.learn_timing]
-    rng = random.Random(args.seed)
-    while len(log) < args.learn_timing:
-        a, b = rng.sample(train, 2)
-        log.append(UsageRecord(f"{a.query} {b.query}", relevant=(*a.relevant, *b.relevant), id=f"pair-{len(log)}"))
+    log = timing_log(folder, args.learn_timing, args.seed)
     t = time.perf_counter()
     report = base.learn(log)
     secs = time.perf_counter() - t
