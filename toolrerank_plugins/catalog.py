@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from toolrerank_plugins.errors import CatalogError
-from toolrerank_plugins.records import Edge, ToolSpec
+from toolrerank_plugins.records import Edge, ToolSpec, check_text, is_finite_number
 
 _JSON_TYPES = {"object", "string", "integer", "number", "boolean", "array", "null"}
 
@@ -200,8 +199,8 @@ class Catalog:
                 raise CatalogError(
                     f"{self.source}: edge {name} must be a string, got {type(getattr(edge, name)).__name__}"
                 )
-        w = edge.weight
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
+            check_text(getattr(edge, name), f"{self.source}: edge {name}")  # else the saved engine won't load
+        if not is_finite_number(edge.weight):
             raise CatalogError(
                 f"{self.source}: edge {edge.source!r} -> {edge.target!r}: weight must be a finite number"
             )

@@ -417,9 +417,19 @@ class Engine:
 
     # -- first stage -----------------------------------------------------------------------------
     def retrieve(self, queries: Sequence[str], top_k: int) -> list[list[ScoredTool]]:
-        """First-stage retrieval only (stages use this to re-retrieve for rewritten queries)."""
+        """First-stage retrieval only, one ranking per query (stages use this to re-retrieve for rewritten
+        queries). Arguments are checked as :meth:`search_batch` checks them (a query is cut to
+        :data:`~toolrerank_plugins._validate.MAX_QUERY_CHARS` characters).
+
+        Raises:
+            TypeError: ``queries`` is a single string (not a batch: wrap it in a list) or holds a non-string;
+                ``top_k`` is not an int.
+            ValueError: ``top_k`` < 1; a query holds a lone surrogate character.
+        """
+        top_k = _validate.check_top_k(top_k)  # a plain int (numpy integers too)
+        checked = _checked_queries(queries, top_k)
         state = self._state
-        return self._retrieve(state.catalog, state.first_stage, queries, top_k)
+        return self._retrieve(state.catalog, state.first_stage, checked, top_k)
 
     def _retrieve(
         self, catalog: Catalog, first_stage: FirstStage, queries: Sequence[str], top_k: int

@@ -65,13 +65,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from toolrerank_plugins._compat import check_config_value
 from toolrerank_plugins._version import FORMAT_VERSION, __version__
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.config import EngineConfig
 from toolrerank_plugins.errors import CatalogError, PersistenceError, SaveError
 from toolrerank_plugins.loaders.jsonl import load_edges, load_tools_jsonl, write_edges, write_tools_jsonl
 from toolrerank_plugins.retrieval.base import FirstStage, get_first_stage_type
-from toolrerank_plugins.stages import Stage
+from toolrerank_plugins.stages import Stage, get_stage_type
 
 try:  # POSIX advisory locks; absent on Windows
     import fcntl as _fcntl
@@ -279,7 +280,7 @@ def _read_json(file: Path, what: str) -> Any:
         raise PersistenceError(f"{file}: corrupt {what} (not UTF-8: {exc})") from exc
     try:
         return json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError; an integer past Python's 4,300 digits
         raise PersistenceError(f"{file}: corrupt {what} (not valid JSON: {exc})") from exc
 
 
@@ -366,8 +367,37 @@ def version_dir(path: str | Path) -> Path:
 
 
 # -- writing ---------------------------------------------------------------------------------------
+def _config_json(path: Path, catalog: Catalog, config: EngineConfig) -> bytes:
+    """``config.json``'s bytes, checked to load back: the config holds nothing a config may not
+    (:func:`~toolrerank_plugins._compat.check_config_value`: NaN, infinity, a lone surrogate, a huge integer),
+    the dumped config validates again as an :class:`EngineConfig` and each stage's ``params`` through its stage
+    type's config model, and JSON holds no NaN or infinity. Called before anything is written, so a config
+    that would not load (an infinite parameter dumped as ``null``, a lone surrogate) raises
+    :class:`PersistenceError` and leaves the previous save as it was."""
+    try:
+        check_config_value(config.model_dump())  # changed in place since it was validated: NaN would dump as null
+        dumped = config.model_dump(mode="json")
+        checked = EngineConfig.model_validate(dumped)
+        for spec in checked.stages:
+            get_stage_type(spec.type).config_model.model_validate(spec.params)
+        meta = {
+            "library": LIBRARY,
+            "library_version": __version__,
+            "format_version": FORMAT_VERSION,
+            "engine": dumped,
+            "seen_tools": sorted(catalog.seen_tools),
+            "n_apis": len(catalog),
+        }
+        return json.dumps(meta, indent=2, allow_nan=False).encode("utf-8")
+    except (ValidationError, ValueError, TypeError) as exc:  # ConfigError, UnicodeEncodeError: ValueErrors
+        raise PersistenceError(
+            f"{path}: cannot save the engine: its config would not load back ({exc}); fix the config (the "
+            "previous save, if any, is unchanged)"
+        ) from exc
+
+
 def _write_version(
-    dest: Path, *, catalog: Catalog, config: EngineConfig, first_stage: FirstStage, stages: Sequence[Stage]
+    dest: Path, *, catalog: Catalog, config_json: bytes, first_stage: FirstStage, stages: Sequence[Stage]
 ) -> None:
     """Write one complete version into the (existing, empty) folder ``dest`` and flush it to disk."""
     write_tools_jsonl(catalog, dest / "tools.jsonl")
@@ -379,15 +409,7 @@ def _write_version(
         stage.save(d)
         if not any(d.iterdir()):  # a stage with nothing to save loads with path=None
             d.rmdir()
-    meta = {
-        "library": LIBRARY,
-        "library_version": __version__,
-        "format_version": FORMAT_VERSION,
-        "engine": config.model_dump(mode="json"),
-        "seen_tools": sorted(catalog.seen_tools),
-        "n_apis": len(catalog),
-    }
-    _write_durable(dest / "config.json", json.dumps(meta, indent=2).encode("utf-8"))
+    _write_durable(dest / "config.json", config_json)
     files = {
         p.relative_to(dest).as_posix(): {"sha256": _hash_and_sync(p), "size": p.stat().st_size}
         for p in sorted(dest.rglob("*"))
@@ -509,11 +531,28 @@ def write_engine(
 
     Raises:
         PersistenceError: ``path`` exists and ``overwrite`` is false, or ``path`` is not a saved engine
-            (a file, a folder of other files).
+            (a file, a folder of other files), or holds a NUL byte; the config would not load back (checked
+            before anything is written), or text cannot be encoded. The previous save is left as it was.
         SaveError: the operating system refused a write (a :class:`PersistenceError` and an ``OSError``).
     """
     path = Path(path)
-    parts = {"catalog": catalog, "config": config, "first_stage": first_stage, "stages": stages}
+    if "\0" in str(path):  # no file system takes it (os calls would raise a bare ValueError)
+        raise PersistenceError(f"{str(path)!r}: cannot save the engine there: a path cannot hold a NUL byte")
+    parts = {
+        "catalog": catalog,
+        "config_json": _config_json(path, catalog, config),
+        "first_stage": first_stage,
+        "stages": stages,
+    }
+    try:
+        return _write_engine(path, parts, overwrite=overwrite)
+    except UnicodeError as exc:  # text a stage or the first stage could not encode; nothing was committed
+        raise PersistenceError(
+            f"{path}: cannot save the engine: {exc}; the previous save, if any, is unchanged"
+        ) from exc
+
+
+def _write_engine(path: Path, parts: dict[str, Any], *, overwrite: bool) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -93,8 +94,19 @@ def known_pipelines() -> list[str]:
     return sorted(_PIPELINES)
 
 
-def pipeline_config(name_or_path: str) -> EngineConfig:
-    """EngineConfig for a pipeline name, or for a JSON file (an EngineConfig, or a saved config.json)."""
+def pipeline_config(name_or_path: str | os.PathLike[str]) -> EngineConfig:
+    """EngineConfig for a pipeline name, or for a JSON file (an EngineConfig, or a saved config.json).
+
+    Raises:
+        ConfigError: an unknown name, or a file that is not a valid engine config.
+        TypeError: ``name_or_path`` is neither a string nor a path (the library's convention for a wrong
+            argument type, as in ``Engine.search``).
+    """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise TypeError(
+            f"pipeline_config: name_or_path must be a pipeline name or the path of a .json config, got "
+            f"{type(name_or_path).__name__}"
+        )
     if name_or_path in _PIPELINES:
         return _PIPELINES[name_or_path]()
     path = Path(name_or_path)

@@ -40,6 +40,24 @@ def check_text(value: str, what: str) -> None:
         )
 
 
+def is_finite_number(value: object) -> bool:
+    """Whether ``value`` is a real, finite ``int`` or ``float`` (not a ``bool``, NaN or infinity).
+
+    An integer too large for a float (``10**400``, whose ``math.isfinite`` raises ``OverflowError``) is not
+    finite: as a score or a weight it would be infinity.
+
+    Example:
+        >>> is_finite_number(2), is_finite_number(float("nan")), is_finite_number(10**400), is_finite_number(True)
+        (True, False, False, False)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 class _Freezer:
     """Checks that a value is plain JSON and returns its deep read-only copy (one pass).
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins.records import ToolSpec
 
 Field_ = Literal["name", "description", "parameters", "tool", "tool_description", "category", "returns"]
 
 
-class RenderConfig(BaseModel):
+class RenderConfig(ConfigModel):
     """How an API becomes text. Character caps keep the result inside a model's max length."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import Registry
 from toolrerank_plugins.errors import ConfigError
 from toolrerank_plugins.records import Edge, ScoredTool, ToolSpec
@@ -66,7 +67,7 @@ __all__ = [
 ]
 
 
-class StageSpec(BaseModel):
+class StageSpec(ConfigModel):
     """One stage of a pipeline: its registered ``type`` and that type's parameters."""
 
     model_config = ConfigDict(extra="forbid")

@@ -56,11 +56,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins.errors import ConfigError, PersistenceError, ToolRerankError
 from toolrerank_plugins.graph.traces import mine_trace_edges
-from toolrerank_plugins.records import Edge, LabelledQuery, ScoredTool, check_text, renumber, stable_id
+from toolrerank_plugins.records import (
+    Edge,
+    LabelledQuery,
+    ScoredTool,
+    check_text,
+    is_finite_number,
+    renumber,
+    stable_id,
+)
 from toolrerank_plugins.rerank.intents import split_requests
 from toolrerank_plugins.stages import LearnResult, Stage, StageContext, StageType
 
@@ -157,9 +166,7 @@ class UsageRecord:
         object.__setattr__(self, "failed", _ids(self.failed, "failed", where))
         if not isinstance(self.success, bool):
             raise UsageLogError(f"{where}: 'success' must be true or false, got {self.success!r:.40}")
-        if self.ts is not None and (
-            isinstance(self.ts, bool) or not isinstance(self.ts, (int, float)) or not math.isfinite(self.ts)
-        ):
+        if self.ts is not None and not is_finite_number(self.ts):
             raise UsageLogError(f"{where}: 'ts' must be a number (seconds since the epoch) or null")
         if self.split is not None and not isinstance(self.split, str):
             raise UsageLogError(f"{where}: 'split' must be a string or null")
@@ -291,8 +298,8 @@ class UsageLog:
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
         fh = path.open("r", encoding="utf-8", errors="surrogateescape")
-    except OSError as exc:
-        raise UsageLogError(f"{path}: cannot open the usage log ({exc})") from exc
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise UsageLogError(f"{str(path)!r}: cannot open the usage log ({exc})") from exc
     with fh:
         yield from enumerate(fh, start=1)
 
@@ -325,7 +332,7 @@ def read_usage_log(
                 raise UsageLogError(f"{where}: not valid UTF-8")
             try:
                 obj = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
+            except (ValueError, RecursionError) as exc:  # JSONDecodeError; an integer past 4,300 digits
                 raise UsageLogError(f"{where}: not a JSON object ({type(exc).__name__}: {exc})") from None
             record = UsageRecord.from_dict(obj, where)
         except UsageLogError as exc:
@@ -344,6 +351,8 @@ def read_usage_log(
 def write_usage_log(records: Iterable[UsageRecord], path: str | Path) -> Path:
     """Write ``records`` as a usage log (atomically: a temporary file replaces ``path``)."""
     path = Path(path)
+    if "\0" in str(path):  # os calls would raise a bare ValueError
+        raise UsageLogError(f"{str(path)!r}: cannot write the usage log there: a path cannot hold a NUL byte")
     _replace_file(path, (json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records))
     return path
 
@@ -454,7 +463,7 @@ class UsageRecorder:
                     continue
                 try:
                     record = UsageRecord.from_dict(json.loads(line), f"{self.path}:{lineno}")
-                except (UsageLogError, json.JSONDecodeError, RecursionError):
+                except (ValueError, RecursionError):  # UsageLogError, JSONDecodeError, a 4,300-digit integer
                     kept.append(line if line.endswith("\n") else line + "\n")
                     continue
                 if pred(record):
@@ -754,7 +763,7 @@ class UsageMemory:
         mfile, vfile = folder / MEMORY_FILE, folder / VECTORS_FILE
         try:
             meta = json.loads(mfile.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError: ValueErrors
             raise PersistenceError(f"{mfile}: missing or corrupt usage memory ({type(exc).__name__}: {exc})") from exc
         if not isinstance(meta, dict) or meta.get("format") != MEMORY_FORMAT:
             raise PersistenceError(f"{mfile}: not a usage memory of format {MEMORY_FORMAT}")
@@ -911,9 +920,7 @@ class Calibration:
     def from_dict(cls, obj: Any, where: str) -> Calibration:
         def numbers(key: str) -> bool:
             v = obj.get(key)
-            return isinstance(v, list) and all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in v
-            )
+            return isinstance(v, list) and all(is_finite_number(x) for x in v)
 
         ok = (
             isinstance(obj, dict)
@@ -994,7 +1001,7 @@ def _catalog_key(ctx: StageContext) -> str:
 
 
 # -- the stage ---------------------------------------------------------------------------------------
-class UsageMemoryConfig(BaseModel):
+class UsageMemoryConfig(ConfigModel):
     """Parameters of the ``usage_memory`` stage (fusion knobs chosen on train splits: ``docs/benchmarks/usage.md``).
 
     Attributes:
@@ -1336,7 +1343,7 @@ def _build(config: UsageMemoryConfig, ctx: StageContext, path: Path | None) -> U
         if cfile.exists():
             try:
                 obj = json.loads(cfile.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError: ValueErrors
                 raise PersistenceError(f"{cfile}: corrupt usage memory calibration ({exc})") from exc
             calibration = Calibration.from_dict(obj, str(cfile))
             rankings, key = obj.get("rankings") or {}, obj.get("rankings_key")

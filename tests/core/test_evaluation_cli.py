@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,102 @@ def test_pipeline_from_json_config(bench_dir: Path, tmp_path: Path, capsys: pyte
     cfg.write_text(EngineConfig(retriever="bm25", depth=7).model_dump_json())
     assert main(["eval", "--catalog", str(bench_dir), "--pipeline", str(cfg), "--batch-size", "0"]) == 0
     assert "retriever=bm25" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["search", "{engine}", "mail", "--top-k", "0"], "argument --top-k: expected an integer >= 1, got 0"),
+        (["search", "{engine}", "mail", "--top-k", "-1"], "argument --top-k: expected an integer >= 1, got -1"),
+        (["search", "{engine}", "mail", "--top-k", "x"], "argument --top-k: expected an integer >= 1, got 'x'"),
+        (["demo", "--top-k", "0"], "argument --top-k: expected an integer >= 1"),
+        (["eval", "--engine", "{engine}", "--k", "5", "0"], "argument --k: expected an integer >= 1, got 0"),
+        (["eval", "--engine", "{engine}", "--limit", "-1"], "argument --limit: expected an integer >= 0"),
+        (["search", "{engine}", "mail \udcff"], "argument query: not valid UTF-8 \\(byte 0xff at position 5\\)"),
+    ],
+)
+def test_bad_counts_and_undecodable_queries_are_usage_errors(
+    bench_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    # were raw ValueError tracebacks from the search (top_k) or from check_query (a non-UTF-8 argv byte)
+    engine = tmp_path / "engine"
+    Engine.build(tiny_catalog(), EngineConfig(retriever="bm25")).save(engine)
+    with pytest.raises(SystemExit) as info:
+        main([a.replace("{engine}", str(engine)) for a in argv])
+    assert info.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("output", ["{tmp}", "\x00", "{tmp}/missing/r.json"])
+def test_an_unwritable_eval_output_fails_before_evaluating(
+    bench_dir: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    output: str,
+) -> None:
+    # --output / raised IsADirectoryError (and NUL a ValueError) after the evaluation: the report was lost
+    import toolrerank_plugins.evaluation as evaluation
+
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("evaluated although the report could not be written")
+
+    monkeypatch.setattr(evaluation, "evaluate", must_not_run)
+    argv = [
+        "eval",
+        "--catalog",
+        str(bench_dir),
+        "--pipeline",
+        "bm25",
+        "--output",
+        output.replace("{tmp}", str(tmp_path)),
+    ]
+    assert main(argv) == 2
+    assert re.match(r"toolrerank: error: --output .*(folder|NUL byte|does not exist)", capsys.readouterr().err)
+
+
+def test_the_report_is_printed_when_writing_it_fails_after_the_check(
+    bench_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    out = tmp_path / "r.json"
+    assert (
+        main(["eval", "--catalog", str(bench_dir), "--pipeline", "bm25", "--batch-size", "0", "--output", str(out)])
+        == 2
+    )
+    captured = capsys.readouterr()
+    assert "cannot write the report" in captured.err and '"schema_version": 1' in captured.out
+
+
+def test_an_infinite_value_in_a_pipeline_file_is_a_clear_error(
+    bench_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # json reads Infinity; the config validated, was saved with null in its place and did not load back
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text('{"retriever": "bm25", "stages": [{"type": "multi_intent", "params": {"whole_weight": Infinity}}]}')
+    assert main(["index", str(bench_dir), "--out", str(tmp_path / "e"), "--pipeline", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "cfg.json: not a valid engine config" in err and "not a finite number" in err
+    assert not (tmp_path / "e").exists()
+
+
+def test_config_validation_errors_are_reported_not_tracebacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the last resort in main: a pydantic validation error of a config the command did not turn into ConfigError
+    engine = tmp_path / "engine"
+    Engine.build(tiny_catalog(), EngineConfig(retriever="bm25")).save(engine)
+
+    def bad_config(self: Engine, q: str, top_k: int) -> None:
+        EngineConfig.model_validate({"retriever": "bm25", "bm25": {"k1": float("inf")}})
+
+    monkeypatch.setattr(Engine, "search_detailed", bad_config)
+    assert main(["search", str(engine), "mail"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("toolrerank: error: ") and "k1" in err and "Traceback" not in err
+    monkeypatch.setattr(Engine, "search_detailed", lambda self, q, top_k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):  # a bug keeps its traceback
+        main(["search", str(engine), "mail"])

@@ -541,3 +541,23 @@ def test_bad_queries_name_the_line(tmp_path: Path, line: str, message: str) -> N
     path.write_text(line + "\n", encoding="utf-8")
     with pytest.raises(CatalogError, match=f"queries.jsonl:1: .*{message}"):
         load_queries(path, split="dev")
+
+
+@FUZZ
+@pytest.mark.fuzz
+@given(digits=st.integers(min_value=309, max_value=4299), sign=st.sampled_from(["", "-"]))
+def test_generated_edge_weights_too_large_for_a_float_name_the_line(digits: int, sign: str) -> None:
+    # an integer weight of 309+ digits raised OverflowError from math.isfinite
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "edges.jsonl"
+        path.write_text(f'{{"source": "a", "target": "b", "weight": {sign}1{"0" * digits}}}\n', encoding="utf-8")
+        with pytest.raises(CatalogError, match="edges.jsonl:1: edge 'weight' must be a number"):
+            load_edges(path)
+
+
+@pytest.mark.parametrize("loader", [load_edges, load_queries, load_tools_jsonl, load_catalog, from_openapi])
+@pytest.mark.parametrize("name", ["a\x00b.jsonl", "dir\x00/tools.jsonl"])
+def test_a_path_with_a_nul_byte_is_a_catalog_error(tmp_path: Path, loader: Any, name: str) -> None:
+    # open() raises a bare "ValueError: embedded null byte"
+    with pytest.raises(CatalogError, match="null byte|no such catalog"):
+        loader(str(tmp_path / name))

@@ -22,6 +22,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import math
 import os
 import pathlib
 import shutil
@@ -38,6 +39,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from tests._fuzz import FUZZ
 from toolrerank_plugins import Engine, EngineConfig, PersistenceError, ToolSpec
@@ -46,7 +48,7 @@ from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.errors import ToolRerankError
 from toolrerank_plugins.persistence import LOCK_FILE, POINTER_FILE, SaveError, version_dir
 from toolrerank_plugins.rerank.classifier import QueryTypeClassifier
-from toolrerank_plugins.stages import StageSpec
+from toolrerank_plugins.stages import Stage, StageSpec, StageType, register_stage_type
 from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
 
 QUERIES = ["weather forecast", "send email to bob", "change my email address", "geocode an address and mail it"]
@@ -679,3 +681,122 @@ def test_disk_full_is_a_save_error_and_keeps_the_previous_save(
     assert sorted(p.name for p in path.iterdir()) == [LOCK_FILE, POINTER_FILE, "v-000001"]
     assert not (path.parent / "fresh").exists()
     assert [p.name for p in path.parent.iterdir() if p.name.startswith(".")] == []
+
+
+# -- a save that would not load back is refused before anything is written (fuzz findings 1, 4, 6, 7) --
+class _LooseParams(BaseModel):
+    """A third-party stage's config model that is not the library's (NaN, infinity and any text allowed)."""
+
+    w: Any = 1.0
+
+
+class _NoOpStage(Stage):
+    name = "loose"
+
+    def run(self, query: str, candidates: list, ctx: Any, trace: dict) -> list:
+        return candidates
+
+
+register_stage_type("test_loose", StageType(_LooseParams, lambda cfg, ctx, path: _NoOpStage()), replace=True)
+
+_UNLOADABLE = st.one_of(
+    st.sampled_from([math.inf, -math.inf, math.nan]),
+    st.tuples(st.text(max_size=3), st.sampled_from(["\ud800", "\udfff", "\udc80"])).map("".join),
+    st.sampled_from([2**1100, 10**5000]).map(lambda v: v),
+)
+
+
+def _assert_unchanged(path: Path, before: Any) -> None:
+    assert _signature(Engine.load(path, embedder=_embedder())) == before
+    assert sorted(p.name for p in path.iterdir()) == [LOCK_FILE, POINTER_FILE, "v-000001"]
+
+
+@pytest.mark.fuzz
+@FUZZ
+@given(value=_UNLOADABLE, where=st.sampled_from(["params", "nested params"]))
+def test_generated_configs_that_would_not_load_back_are_refused_and_keep_the_previous_save(
+    value: Any, where: str
+) -> None:
+    # An infinite parameter used to save as null; save(overwrite=True) then replaced a good save with one that
+    # would not load. The configs reach save without validation (changed in place after the engine was built).
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "eng"
+        good = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+        good.save(path)
+        before = _signature(Engine.load(path, embedder=_embedder()))
+        bad = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25", stages=[{"type": "test_loose"}]))
+        bad.config.stages[0].params["w"] = value if where == "params" else {"x": [value]}
+        with pytest.raises(PersistenceError, match="its config would not load back"):
+            bad.save(path, overwrite=True)
+        _assert_unchanged(path, before)
+        with pytest.raises(PersistenceError, match="its config would not load back"):
+            bad.save(Path(tmp) / "fresh")
+        assert sorted(p.name for p in Path(tmp).iterdir()) == ["eng"]
+
+
+def test_config_fields_changed_without_validation_are_checked_on_save(saved: tuple[Engine, Path]) -> None:
+    # probe7: render.separator "\ud800" made save raise a raw UnicodeEncodeError (bm25.py, writing the texts)
+    from toolrerank_plugins.render import RenderConfig
+
+    engine, path = saved
+    before = _signature(Engine.load(path, embedder=_embedder()))
+    for change in (
+        lambda c: setattr(c, "render", RenderConfig.model_construct(**{**c.render.__dict__, "separator": "\ud800"})),
+        lambda c: setattr(c, "depth", 10**5000),
+        lambda c: setattr(c.stages[0], "params", {"whole_weight": math.inf}) if c.stages else None,
+    ):
+        bad = Engine.build(
+            tiny_catalog(), EngineConfig(retriever="bm25", stages=[{"type": "multi_intent"}]), embedder=_embedder()
+        )
+        change(bad.config)
+        with pytest.raises(PersistenceError, match="would not load back"):
+            bad.save(path, overwrite=True)
+        _assert_unchanged(path, before)
+
+
+class _SurrogateSavingStage(Stage):
+    """A stage whose own files cannot be encoded (a surrogate that slipped past every check)."""
+
+    name = "bad_saver"
+
+    def run(self, query: str, candidates: list, ctx: Any, trace: dict) -> list:
+        return candidates
+
+    def save(self, path: Path) -> None:
+        (path / "x.txt").write_text("\ud800", encoding="utf-8")
+
+
+def test_an_encoding_error_while_saving_is_a_persistence_error_and_keeps_the_previous_save(
+    saved: tuple[Engine, Path],
+) -> None:
+    engine, path = saved
+    before = _signature(Engine.load(path, embedder=_embedder()))
+    bad = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+    bad.set_stages([_SurrogateSavingStage()])
+    with pytest.raises(PersistenceError, match="cannot save the engine: 'utf-8' codec"):
+        bad.save(path, overwrite=True)
+    _assert_unchanged(path, before)
+    with pytest.raises(PersistenceError, match="cannot save the engine"):
+        bad.save(path.parent / "fresh")
+    assert not (path.parent / "fresh").exists()
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "eng/\x00"])
+def test_a_path_with_a_nul_byte_is_a_persistence_error(saved: tuple[Engine, Path], name: str) -> None:
+    engine, path = saved
+    with pytest.raises(PersistenceError, match="NUL byte"):
+        engine.save(path.parent / name)
+    with pytest.raises(PersistenceError):
+        Engine.load(path.parent / name)
+
+
+@pytest.mark.parametrize("name", ["config.json", "manifest.json", POINTER_FILE])
+def test_json_integers_past_pythons_digit_limit_are_a_persistence_error(saved: tuple[Engine, Path], name: str) -> None:
+    # json.loads raises a bare ValueError for an integer over 4,300 digits
+    _, path = saved
+    f = path / name if name == POINTER_FILE else version_dir(path) / name
+    text = f.read_text(encoding="utf-8")
+    f.write_text('{"zz_big": 1' + "0" * 5000 + ", " + text.lstrip()[1:], encoding="utf-8")
+    with pytest.raises(PersistenceError, match="not valid JSON"):
+        Engine.load(path, embedder=_embedder())

@@ -108,3 +108,21 @@ def test_the_library_never_imports_the_cli() -> None:
         if (package / "cli") not in p.parents and pattern.search(p.read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+@pytest.mark.parametrize("value", [5, None, 2.5, b"default", ["default"]])
+def test_pipeline_config_of_a_wrong_type_names_the_argument(value: object) -> None:
+    # was a TypeError from pathlib ("expected str, bytes or os.PathLike object, not int")
+    with pytest.raises(TypeError, match="pipeline_config: name_or_path must be a pipeline name or the path"):
+        pipeline_config(value)  # type: ignore[arg-type]
+
+
+def test_pipeline_config_reads_a_path_object_and_refuses_infinity(tmp_path: Path) -> None:
+    from toolrerank_plugins.errors import ConfigError
+
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text('{"retriever": "bm25", "depth": 7}')
+    assert pipeline_config(cfg).depth == 7
+    cfg.write_text('{"retriever": "bm25", "bm25": {"k1": Infinity}}')
+    with pytest.raises(ConfigError, match="(?s)cfg.json: not a valid engine config .*finite number"):
+        pipeline_config(cfg)

@@ -20,12 +20,13 @@ import numpy as np
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from tests._fuzz import FUZZ
 from toolrerank_plugins import Catalog, CatalogError, Engine, EngineConfig, ToolSpec
-from toolrerank_plugins.errors import ToolRerankError
+from toolrerank_plugins.errors import ConfigError, ToolRerankError
 from toolrerank_plugins.records import Edge
-from toolrerank_plugins.stages import Stage
+from toolrerank_plugins.stages import Stage, StageSpec
 from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
 
 # -- generated JSON-like values, hostile ones included ----------------------------------------------
@@ -379,6 +380,23 @@ def test_numpy_integer_top_k_is_an_int(engine: Engine) -> None:
     assert [r.id for r in engine.search("email", np.int64(2))] == [r.id for r in engine.search("email", 2)]
 
 
+def test_retrieve_checks_its_arguments_as_search_does(engine: Engine) -> None:
+    # fuzz reproducers: np.int64 top_k reached faiss (TypeError), 0 an assertion in faiss, and a bare string on
+    # BM25 gave one ranking per character
+    assert [r.id for r in engine.retrieve(["email"], np.int64(2))[0]] == [
+        r.id for r in engine.retrieve(["email"], 2)[0]
+    ]
+    for top_k in (0, -1, np.int64(0)):
+        with pytest.raises(ValueError, match="top_k must be >= 1") as info:
+            engine.retrieve(["email"], top_k)
+        assert _raised_by_library(info.value)
+    with pytest.raises(TypeError, match="queries must be .*not a single string"):
+        engine.retrieve("email", 3)
+    with pytest.raises(ValueError, match="lone surrogate"):
+        engine.retrieve(["mail \udfff"], 3)
+    assert engine.retrieve([], 3) == []
+
+
 def test_a_string_is_not_a_batch(engine: Engine) -> None:
     for call in (
         lambda: engine.search_batch("email"),
@@ -465,7 +483,16 @@ EXCLUDE = st.one_of(
     st.lists(st.one_of(SCALARS, st.lists(st.text(max_size=2), max_size=1)), max_size=2),
     SCALARS,
 )
-METHODS = ["search", "search_detailed", "search_batch", "search_batch_detailed", "asearch", "asearch_batch", "rerank"]
+METHODS = [
+    "search",
+    "search_detailed",
+    "search_batch",
+    "search_batch_detailed",
+    "asearch",
+    "asearch_batch",
+    "rerank",
+    "retrieve",
+]
 
 
 def _valid_query(q: Any) -> bool:
@@ -493,6 +520,9 @@ def test_generated_search_arguments(engine: Engine, method: str, query: Any, top
         specs = list(engine.catalog)[:4]
         err = _argument_error(lambda: engine.rerank(query, specs, top_k), ["query", "top_k"])
         valid = _valid_query(query) and (top_k is None or _valid_top_k(top_k))
+    elif method == "retrieve":  # a batch of queries, checked as search_batch checks them
+        err = _argument_error(lambda: engine.retrieve(query, top_k), ["queries", "query", "top_k"])
+        valid = _is_collection(query) and all(_valid_query(q) for q in query) and _valid_top_k(top_k)
     else:
         fn = getattr(engine, method)
 
@@ -547,3 +577,131 @@ def test_blank_and_long_queries_are_the_same_on_the_native_async_path() -> None:
     ):
         with pytest.raises(TypeError, match="queries|top_k"):
             call()
+
+
+# -- configs: nothing that would not save and load back (fuzz findings 1, 7, 8, 9) --------------------
+NON_FINITE = st.sampled_from([math.inf, -math.inf, math.nan]) | st.floats().filter(lambda x: not math.isfinite(x))
+#: Where a float sits in an EngineConfig: typed fields, and the untyped ``params`` of a stage.
+FLOAT_PLACES = st.sampled_from(
+    [
+        lambda v: {"retriever": "bm25", "bm25": {"k1": v}},
+        lambda v: {"retriever": "bm25", "bm25": {"b": v}},
+        lambda v: {"retriever": "hybrid", "hybrid": {"dense_weight": v, "fusion": "minmax"}},
+        lambda v: {"retriever": "hybrid", "hybrid": {"bm25_weight": v}},
+        lambda v: {"retriever": "bm25", "stages": [{"type": "multi_intent", "params": {"whole_weight": v}}]},
+        lambda v: {"retriever": "bm25", "stages": [{"type": "custom", "params": {"deep": [{"x": v}]}}]},
+    ]
+)
+#: Where text sits in an EngineConfig.
+TEXT_PLACES = st.sampled_from(
+    [
+        lambda t: {"render": {"separator": t}},
+        lambda t: {"dense": {"query_prefix": t}},
+        lambda t: {"dense": {"model_name_or_path": t}},
+        lambda t: {"stages": [{"type": "multi_intent", "name": t}]},
+        lambda t: {"stages": [{"type": "custom", "params": {"label": [t]}}]},
+        lambda t: {"stages": [{"type": "custom", "params": {t: 1}}]},
+    ]
+)
+
+
+@FUZZ
+@pytest.mark.fuzz
+@given(place=FLOAT_PLACES, value=NON_FINITE)
+def test_generated_non_finite_config_values_are_rejected(place: Callable[[float], dict], value: float) -> None:
+    # An infinite stage parameter used to validate, save as null, and make the saved engine unloadable.
+    with pytest.raises(ValidationError, match="finite"):
+        EngineConfig.model_validate(place(value))
+
+
+@FUZZ
+@pytest.mark.fuzz
+@given(place=TEXT_PLACES, text=st.tuples(st.text(max_size=4), SURROGATES, st.text(max_size=4)).map("".join))
+def test_generated_lone_surrogates_in_config_text_are_rejected(place: Callable[[str], dict], text: str) -> None:
+    # A surrogate in render.separator used to validate, then make save raise UnicodeEncodeError.
+    with pytest.raises(ValidationError, match="lone surrogate"):
+        EngineConfig.model_validate(place(text))
+
+
+@FUZZ
+@pytest.mark.fuzz
+@given(value=HUGE_INTS.filter(lambda v: abs(v) > 2**1024))
+def test_generated_huge_config_integers_are_rejected(value: int) -> None:
+    with pytest.raises(ValidationError, match="too large"):
+        EngineConfig.model_validate({"depth": value})
+    with pytest.raises(ValidationError, match="too large"):
+        EngineConfig.model_validate({"stages": [{"type": "custom", "params": {"n": value}}]})
+
+
+def test_stage_config_models_reject_non_finite_values_too() -> None:
+    from toolrerank_plugins.rerank.intents import MultiIntentConfig
+
+    with pytest.raises(ValidationError, match="finite"):
+        MultiIntentConfig(whole_weight=math.inf)
+    spec = StageSpec.model_construct(type="multi_intent", name=None, params={"whole_weight": math.inf})
+    config = EngineConfig.model_construct(retriever="bm25", stages=[spec])  # built without validation
+    with pytest.raises(ConfigError, match="finite"):
+        Engine.build(tiny_catalog(), config)
+
+
+def test_valid_configs_still_validate() -> None:
+    cfg = EngineConfig.model_validate(
+        {
+            "retriever": "hybrid",
+            "render": {"separator": " · "},
+            "stages": [{"type": "multi_intent", "name": "mi é", "params": {"whole_weight": 0.5, "x": [1, "ü"]}}],
+        }
+    )
+    assert EngineConfig.model_validate(cfg.model_dump(mode="json")) == cfg
+
+
+@pytest.mark.parametrize("stopwords", ["xx", "", "EN", "englishh"])
+def test_unknown_bm25_stopword_lists_are_rejected_at_config_time(stopwords: str) -> None:
+    # bm25s raised its own ValueError in Engine.build
+    with pytest.raises(ValidationError, match="unknown stopword list"):
+        EngineConfig(retriever="bm25", bm25={"stopwords": stopwords})
+
+
+@pytest.mark.parametrize("stopwords", [None, "en", "english", "de", "en_plus"])
+def test_known_bm25_stopword_lists_build(stopwords: str | None) -> None:
+    engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25", bm25={"stopwords": stopwords}))
+    assert engine.search("send an email", 2)
+
+
+@pytest.mark.parametrize(
+    "field, value", [("hnsw_m", 2**40), ("hnsw_m", 1025), ("hnsw_ef_search", 2**31), ("hnsw_ef_construction", 2**40)]
+)
+def test_hnsw_sizes_have_upper_bounds(field: str, value: int) -> None:
+    # faiss raised a TypeError (no C int) in Engine.build
+    with pytest.raises(ValidationError, match="less than or equal"):
+        EngineConfig(retriever="dense", dense={"index": "hnsw", field: value})
+
+
+# -- edges: text that saves and weights that are numbers (fuzz findings 2 and 3) ---------------------
+@FUZZ
+@pytest.mark.fuzz
+@given(field=st.sampled_from(["type", "origin"]), text=st.tuples(st.text(max_size=3), SURROGATES).map("".join))
+def test_generated_lone_surrogates_in_edges_are_rejected(field: str, text: str) -> None:
+    # was accepted in memory; the saved engine could then not load
+    a, b = ToolSpec(id="a", name="a"), ToolSpec(id="b", name="b")
+    with pytest.raises(CatalogError, match="lone surrogate"):
+        Catalog([a, b], edges=[Edge("a", "b", **{field: text})])
+
+
+@FUZZ
+@pytest.mark.fuzz
+@given(weight=st.one_of(HUGE_INTS.filter(lambda v: v > 2**1030), HUGE_INTS.map(lambda v: -v - 2**1030), NON_FINITE))
+def test_generated_unrepresentable_edge_weights_are_rejected(weight: Any) -> None:
+    # 10**400 raised OverflowError from math.isfinite
+    a, b = ToolSpec(id="a", name="a"), ToolSpec(id="b", name="b")
+    with pytest.raises(CatalogError, match="weight must be a finite number"):
+        Catalog([a, b], edges=[Edge("a", "b", weight=weight)])
+
+
+def test_edge_reproducers() -> None:
+    a, b = ToolSpec(id="a", name="a"), ToolSpec(id="b", name="b")
+    with pytest.raises(CatalogError, match="edge type holds a lone surrogate"):
+        Catalog([a, b], edges=[Edge("a", "b", type="\ud800")])
+    with pytest.raises(CatalogError, match="finite"):
+        Catalog([a, b], edges=[Edge("a", "b", weight=10**400)])
+    assert Catalog([a, b], edges=[Edge("a", "b", weight=10**300)]).edges[0].weight == 10**300

@@ -134,6 +134,19 @@ def test_corrupt_memory_file_is_a_persistence_error(tmp_path):
         Engine.load(tmp_path / "e", embedder=FakeEmbedder(), verify=False)
 
 
+def test_huge_integers_in_the_memory_file_are_a_persistence_error(tmp_path):
+    # json.loads raises a bare ValueError for an integer over 4,300 digits
+    from toolrerank_plugins.errors import PersistenceError
+
+    engine = _engine()
+    engine.learn(LOG)
+    engine.save(tmp_path / "e")
+    f = version_dir(tmp_path / "e") / "stages" / "00-usage_memory" / "usage_memory.json"
+    f.write_text('{"big": 1' + "0" * 5000 + "}")
+    with pytest.raises(PersistenceError, match="usage_memory.json: missing or corrupt"):
+        Engine.load(tmp_path / "e", embedder=FakeEmbedder(), verify=False)
+
+
 def test_forget_removes_requests_from_the_memory():
     engine = _engine()
     engine.learn(LOG)

@@ -152,3 +152,43 @@ def test_generated_records_round_trip_through_jsonl(tmp_path_factory, records):
     write_usage_log(records, path)
     assert read_usage_log(path).records == records
     assert [q.relevant for q in load_queries(path)] == [r.relevant for r in records]
+
+
+HUGE_INT_TEXT = st.integers(min_value=309, max_value=6000).map(lambda digits: "1" + "0" * digits)
+
+
+@pytest.mark.fuzz
+@FUZZ
+@given(digits=st.integers(min_value=309, max_value=4299))
+def test_generated_timestamps_too_large_for_a_float_are_a_usage_log_error(digits):
+    # math.isfinite(10**400) raised OverflowError
+    with pytest.raises(UsageLogError, match="'ts' must be a number"):
+        UsageRecord("q", relevant=("a",), ts=10**digits)
+
+
+@pytest.mark.fuzz
+@FUZZ
+@given(big=HUGE_INT_TEXT, field=st.sampled_from(["ts", "x"]))
+def test_generated_huge_integers_in_a_log_line_name_the_line_or_are_skipped(tmp_path_factory, big, field):
+    # a 309+ digit ts raised OverflowError; a 4,300+ digit integer anywhere a bare ValueError from json.loads
+    path = tmp_path_factory.mktemp("log") / "log.jsonl"
+    good = json.dumps(UsageRecord("ok", relevant=("a",)).to_dict())
+    path.write_text(f'{good}\n{{"query": "q", "relevant": ["a"], "{field}": {big}}}\n{good}\n', encoding="utf-8")
+    if field == "x" and len(big) <= 4300:
+        assert len(read_usage_log(path).records) == 3  # an unknown key is ignored; the number is fine
+        return
+    with pytest.raises(UsageLogError, match=r"log\.jsonl:2: "):
+        read_usage_log(path)
+    log = read_usage_log(path, on_error="skip")
+    assert len(log.records) == 2 and log.n_skipped == 1 and "log.jsonl:2" in log.problems[0]
+    recorder = UsageRecorder(path)  # forget keeps the line it cannot read, as it keeps other malformed lines
+    assert recorder.forget(UsageRecord("ok", relevant=("a",)).id) == 2
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 1
+
+
+def test_a_log_path_with_a_nul_byte_is_a_usage_log_error(tmp_path):
+    # open() raised a bare "ValueError: embedded null byte"
+    with pytest.raises(UsageLogError, match="null byte"):
+        read_usage_log(str(tmp_path / "a\x00b.jsonl"))
+    with pytest.raises(UsageLogError, match="NUL byte"):
+        write_usage_log([UsageRecord("q", relevant=("a",))], str(tmp_path / "a\x00b.jsonl"))

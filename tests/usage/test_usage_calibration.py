@@ -168,6 +168,15 @@ def test_calibration_is_saved_and_loads_back_and_a_corrupt_one_is_refused(tmp_pa
         Engine.load(tmp_path / "e", embedder=FakeEmbedder(), verify=False)
 
 
+def test_huge_integers_in_the_calibration_file_are_a_persistence_error(tmp_path):
+    # json.loads raises a bare ValueError for an integer over 4,300 digits
+    _learned(CODED_LOG + CONFUSERS).save(tmp_path / "e")
+    (file,) = version_dir(tmp_path / "e").rglob(CALIBRATION_FILE)
+    file.write_text('{"big": 1' + "0" * 5000 + "}")
+    with pytest.raises(PersistenceError, match="corrupt usage memory calibration"):
+        Engine.load(tmp_path / "e", embedder=FakeEmbedder(), verify=False)
+
+
 def test_without_evidence_only_a_word_for_word_repeat_moves_a_tool():
     base = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
     engine = _learned([UsageRecord("mail my landlord about the rent", relevant=(SEND,))])

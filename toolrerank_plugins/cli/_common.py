@@ -3,16 +3,70 @@
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from toolrerank_plugins._extras import import_object
-from toolrerank_plugins.errors import ConfigError, MissingExtraError
+from toolrerank_plugins.errors import ConfigError, MissingExtraError, ToolRerankError
 
 
 def out(text: str = "") -> None:
     """One line of command output on stdout (the CLI is the only layer that prints)."""
     sys.stdout.write(text + "\n")
+
+
+def positive_int(text: str) -> int:
+    """argparse ``type=`` of a count that must be >= 1 (``--top-k``, ``--k``): a usage error otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse ``type=`` of a count where 0 means "none" or "all" (``--limit``, ``--batch-size``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def query_text(text: str) -> str:
+    """argparse ``type=`` of a query: text that is not valid UTF-8 (Python passes its bytes on as lone
+    surrogates) is a usage error naming the byte, not a traceback from the search."""
+    m = re.search("[\ud800-\udfff]", text)
+    if m is not None:
+        c = ord(m.group())
+        what = f"byte 0x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"U+{c:04X}"
+        raise argparse.ArgumentTypeError(
+            f"not valid UTF-8 ({what} at position {m.start()}); pass the query as UTF-8 text"
+        )
+    return text
+
+
+def writable_file(path: str, option: str) -> None:
+    """Raise :class:`ToolRerankError` unless ``path`` can be written as a file: checked before long work
+    whose result goes there, so nothing computed is lost to a bad path."""
+    if "\0" in path:
+        raise ToolRerankError(f"{option} {path!r}: a path cannot hold a NUL byte")
+    target = Path(path)
+    if target.is_dir():
+        raise ToolRerankError(f"{option} {path}: is a folder; give a file name")
+    parent = target.parent
+    if not parent.is_dir():
+        raise ToolRerankError(f"{option} {path}: the folder {parent} does not exist")
+    writable = os.access(target, os.W_OK) if target.exists() else os.access(parent, os.W_OK | os.X_OK)
+    if not writable:
+        raise ToolRerankError(f"{option} {path}: permission denied")
 
 
 def load_catalog(path: str) -> Any:

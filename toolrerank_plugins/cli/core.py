@@ -13,9 +13,13 @@ from toolrerank_plugins.cli._common import (
     add_llm_arguments,
     engine_config,
     load_catalog,
+    non_negative_int,
     out,
     pipeline_help,
+    positive_int,
+    query_text,
     register_llm_from_args,
+    writable_file,
 )
 from toolrerank_plugins.errors import ToolRerankError
 
@@ -89,6 +93,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from toolrerank_plugins.evaluation import evaluate
     from toolrerank_plugins.loaders import load_queries
 
+    if args.output:  # before the evaluation: a bad path must not cost the computed report
+        writable_file(args.output, "--output")
     register_llm_from_args(args)  # the LLM stages of the pipeline look it up by --llm-name
     t = time.perf_counter()
     if args.engine:
@@ -139,7 +145,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
             cells = ", ".join(f"{k} {100 * v:.1f}" for k, v in vals.items() if k != "n")
             out(f"{name:<12} n={int(vals['n'])}" + (f": {cells}" if cells else ""))
     if args.output:
-        Path(args.output).write_text(json.dumps(report.to_dict(), indent=1, ensure_ascii=False), encoding="utf-8")
+        text = json.dumps(report.to_dict(), indent=1, ensure_ascii=False)
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except (OSError, ValueError) as exc:  # changed since the check above: keep the report on stdout
+            out(text)
+            raise ToolRerankError(f"--output {args.output}: cannot write the report ({exc}); printed it above") from exc
         out(f"wrote {args.output}")
     return 0
 
@@ -189,8 +200,8 @@ def add_parser(sub: Any) -> None:
 
     s = sub.add_parser("search", help="search a saved engine")
     s.add_argument("engine", help="engine directory written by `toolrerank index`")
-    s.add_argument("query")
-    s.add_argument("--top-k", type=int, default=5)
+    s.add_argument("query", type=query_text)
+    s.add_argument("--top-k", type=positive_int, default=5)
     s.add_argument("--explain", action="store_true", help="show per-stage scores, traces and timings")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_search)
@@ -207,9 +218,11 @@ def add_parser(sub: Any) -> None:
         help=pipeline_help("pipeline name or engine config .json (default: default, the recommended pipeline)"),
     )
     g.add_argument("--engine", help="saved engine directory (instead of --catalog/--pipeline)")
-    s.add_argument("--k", type=int, nargs="+", default=[5, 10])
-    s.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries")
-    s.add_argument("--batch-size", type=int, default=32, help="batch size of the throughput pass (0: skip)")
+    s.add_argument("--k", type=positive_int, nargs="+", default=[5, 10])
+    s.add_argument("--limit", type=non_negative_int, default=0, help="evaluate only the first N queries")
+    s.add_argument(
+        "--batch-size", type=non_negative_int, default=32, help="batch size of the throughput pass (0: skip)"
+    )
     s.add_argument("--output", help="write the full report as JSON")
     s.add_argument(
         "--usage-log",
@@ -227,6 +240,6 @@ def add_parser(sub: Any) -> None:
         default="default",
         help=pipeline_help("pipeline name or engine config .json (default: default, the recommended pipeline)"),
     )
-    s.add_argument("--query", action="append", help="your own query (repeatable)")
-    s.add_argument("--top-k", type=int, default=5)
+    s.add_argument("--query", type=query_text, action="append", help="your own query (repeatable)")
+    s.add_argument("--top-k", type=positive_int, default=5)
     s.set_defaults(func=cmd_demo)

@@ -8,6 +8,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from toolrerank_plugins.cli import core, graph, learn, llm, train, tune
 from toolrerank_plugins.errors import ToolRerankError
 
@@ -44,5 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except ToolRerankError as exc:
+        sys.stderr.write(f"toolrerank: error: {exc}\n")
+        return 2
+    except ValidationError as exc:  # a config the user gave (a last resort: commands mostly turn it into ConfigError)
         sys.stderr.write(f"toolrerank: error: {exc}\n")
         return 2

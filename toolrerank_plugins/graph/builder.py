@@ -22,8 +22,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.graph.schema_deps import SchemaConfig, SchemaDependencyDetector, Scope, resolve_scope, scope_key
@@ -36,7 +37,7 @@ Source = Literal["declared", "schema", "discriminator", "llm", "file"]
 DEFAULT_SOURCES: tuple[Source, ...] = ("declared", "schema")
 
 
-class PruningConfig(BaseModel):
+class PruningConfig(ConfigModel):
     """Which API pairs a model scores.
 
     Attributes:
@@ -148,7 +149,7 @@ def candidate_pairs(
     return [p for p, _ in ordered]
 
 
-class GraphBuildConfig(BaseModel):
+class GraphBuildConfig(ConfigModel):
     """What goes into a dependency graph."""
 
     model_config = ConfigDict(extra="forbid")

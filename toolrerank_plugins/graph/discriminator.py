@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins._optim import head_param_groups
 from toolrerank_plugins.catalog import Catalog
@@ -125,7 +126,7 @@ def class_averaged_loss(logits: Any, labels: Any) -> Any:
     return total
 
 
-class TrainConfig(BaseModel):
+class TrainConfig(ConfigModel):
     """Two-stage training settings (kept small: a few minutes on CPU)."""
 
     model_config = ConfigDict(extra="forbid")

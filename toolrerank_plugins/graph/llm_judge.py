@@ -66,7 +66,7 @@ def parse_verdict(text: str) -> Verdict | None:
     for m in _JSON.finditer(text):
         try:
             obj = json.loads(m.group(0))
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError; an integer past Python's 4,300 digits
             continue
         if isinstance(obj, dict):
             val = obj.get("answer", obj.get("dependency"))

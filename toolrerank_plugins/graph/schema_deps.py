@@ -26,8 +26,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.records import Edge, ToolSpec
 
@@ -93,7 +94,7 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NON_WORD = re.compile(r"[^0-9a-zA-Z]+")
 
 
-class SchemaConfig(BaseModel):
+class SchemaConfig(ConfigModel):
     """Settings of the schema-based detector.
 
     Attributes:

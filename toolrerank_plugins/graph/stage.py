@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins.errors import ConfigError
 from toolrerank_plugins.graph.builder import (
     DEFAULT_SOURCES,
@@ -52,7 +53,7 @@ GRAPH_FILE = "graph.json"
 DISCRIMINATOR_DIR = "discriminator"
 
 
-class TGRConfig(BaseModel):
+class TGRConfig(ConfigModel):
     """Parameters of the ``tgr`` stage.
 
     Attributes:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any, Literal
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.errors import ToolRerankError
-from toolrerank_plugins.records import Edge, ToolSpec, stable_id
+from toolrerank_plugins.records import Edge, ToolSpec, is_finite_number, stable_id
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +75,7 @@ def _graph_from_node_link(data: Any, nx: Any, path: Path) -> Any:
     for i, link in enumerate(data["links"]):
         ok = isinstance(link, dict) and all(isinstance(link.get(k), str) for k in ("source", "target", "origin"))
         weight = link.get("weight") if ok else None
-        if not ok or isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+        if not ok or not is_finite_number(weight):
             raise GraphError(
                 f"{path}: corrupt dependency graph (edge {i} needs string 'source', 'target', 'origin' and a "
                 "finite 'weight')"

@@ -198,7 +198,9 @@ def rejection_sampling(
             parsed = parse_query_list(out, max_items=cfg.max_queries, max_chars=cfg.max_query_chars)
             if parsed.status != "ok":
                 continue
-            lists = engine.retrieve(parsed.items, k) + ([original] if cfg.include_original else [])
+            # LLM-made text: a lone surrogate (not valid text) becomes U+FFFD, as in StageContext.retrieve
+            items = [q.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for q in parsed.items]
+            lists = engine.retrieve(items, k) + ([original] if cfg.include_original else [])
             ranking = [s.id for s in interleave(lists, k)]
             scored.append((mmrr(ranking, q.relevant, k), "\n".join(parsed.items)))
         scored.sort(key=lambda x: x[0], reverse=True)

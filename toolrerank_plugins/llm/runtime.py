@@ -44,8 +44,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins.llm.base import LLM, LLMError, LLMTimeoutError, Message, as_messages
 
 logger = logging.getLogger(__name__)
@@ -241,7 +242,7 @@ class BudgetExceededError(LLMError):
         super().__init__(message, transient=False)
 
 
-class RuntimeConfig(BaseModel):
+class RuntimeConfig(ConfigModel):
     """Bounds on every LLM call a stage makes for one query.
 
     Token counts are estimated (about 4 characters per token) because the port returns text only; they are

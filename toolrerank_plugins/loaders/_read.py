@@ -17,6 +17,8 @@ def read_text(path: Path) -> str:
         data = path.read_bytes()
     except OSError as exc:
         raise CatalogError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except ValueError as exc:  # a NUL byte in the path
+        raise CatalogError(f"{str(path)!r}: cannot read ({exc})") from exc
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 from toolrerank_plugins.catalog import Catalog, build_spec, validate_spec
 from toolrerank_plugins.errors import CatalogError
 from toolrerank_plugins.loaders._read import parse_json, undecodable
-from toolrerank_plugins.records import Edge, LabelledQuery, ToolSpec, check_text
+from toolrerank_plugins.records import Edge, LabelledQuery, ToolSpec, check_text, is_finite_number
 
 
 def _iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -19,8 +18,8 @@ def _iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         # surrogateescape: a byte that is not UTF-8 is reported with its line (see undecodable) instead of
         # a UnicodeDecodeError from somewhere in the file.
         fh = path.open("r", encoding="utf-8", errors="surrogateescape")
-    except OSError as exc:
-        raise CatalogError(f"{path}: cannot open ({exc})") from exc
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise CatalogError(f"{str(path)!r}: cannot open ({exc})") from exc
     with fh:
         for lineno, line in enumerate(fh, start=1):
             problem = undecodable(line)
@@ -95,7 +94,7 @@ def load_edges(path: str | Path) -> list[Edge]:
                 raise CatalogError(f"{where}: edge {key!r} must be a string, got {type(value).__name__}")
             check_text(value, f"{where}: edge {key!r}")
         weight = obj.get("weight", 1.0)
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+        if not is_finite_number(weight):
             raise CatalogError(f"{where}: edge 'weight' must be a number, got {weight!r:.40}")
         out.append(Edge(**fields, weight=float(weight)))
     return out
@@ -106,7 +105,7 @@ def write_edges(edges: Iterable[Edge], path: str | Path) -> None:
     with Path(path).open("w", encoding="utf-8") as fh:
         for e in edges:
             record = {"source": e.source, "target": e.target, "type": e.type, "origin": e.origin, "weight": e.weight}
-            fh.write(json.dumps(record) + "\n")
+            fh.write(json.dumps(record, allow_nan=False) + "\n")
 
 
 def load_catalog(path: str | Path, *, with_edges: bool = True) -> Catalog:

@@ -55,7 +55,7 @@ def read_reranker_meta(path: str | Path) -> dict[str, Any]:
         )
     try:
         meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError: ValueErrors
         raise PersistenceError(f"{meta_file}: corrupt JSON ({exc}); retrain or restore the folder") from exc
     if not isinstance(meta, dict) or not isinstance(meta.get("format_version"), int):
         raise PersistenceError(f"{meta_file}: missing 'format_version'; not written by toolrerank-plugins")

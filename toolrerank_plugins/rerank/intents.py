@@ -48,8 +48,9 @@ from collections import Counter
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins.records import ScoredTool, renumber
 from toolrerank_plugins.retrieval.bm25 import split_identifier
 from toolrerank_plugins.stages import QueryParts, Stage, StageContext, StageType
@@ -350,7 +351,7 @@ def split_requests(
     return pieces[:max_requests] or [text.strip()]
 
 
-class MultiIntentConfig(BaseModel):
+class MultiIntentConfig(ConfigModel):
     model_config = ConfigDict(extra="forbid")
 
     min_words: int = Field(3, ge=1, description="a piece of the message with fewer words is not a request")

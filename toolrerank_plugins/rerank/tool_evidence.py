@@ -21,15 +21,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins.records import ScoredTool, renumber
 from toolrerank_plugins.stages import Stage, StageContext, StageType
 
 __all__ = ["ToolEvidenceConfig", "ToolEvidenceStage"]
 
 
-class ToolEvidenceConfig(BaseModel):
+class ToolEvidenceConfig(ConfigModel):
     model_config = ConfigDict(extra="forbid")
 
     # Chosen on ToolBench *train* queries (docs/benchmarks/default_pipeline.md).

@@ -10,14 +10,22 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
+from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.errors import PersistenceError
 from toolrerank_plugins.retrieval.base import FirstStage, FirstStageType, Hit
 
+#: The stopword lists bm25s knows (by language name or code), for error messages; bm25s itself decides.
+STOPWORD_LISTS = (
+    "en", "english", "en_plus", "english_plus", "de", "german", "nl", "dutch", "fr", "french", "es", "spanish",
+    "pt", "portuguese", "it", "italian", "ru", "russian", "sv", "swedish", "no", "norwegian", "zh", "chinese",
+    "tr", "turkish", "ko", "korean", "da", "danish",
+)  # fmt: skip
 
-class BM25Config(BaseModel):
+
+class BM25Config(ConfigModel):
     model_config = ConfigDict(extra="forbid")
 
     k1: float = Field(1.5, gt=0)
@@ -32,6 +40,22 @@ class BM25Config(BaseModel):
     stemmer: str | None = Field(
         None, description="Snowball stemmer language (e.g. 'english', needs PyStemmer), or None for no stemming"
     )
+
+    @field_validator("stopwords")
+    @classmethod
+    def _known_stopwords(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                import bm25s  # noqa: F401
+            except ImportError:  # checked again, with the install command, when the index is built
+                return value
+            try:
+                _stopword_set(value)
+            except ValueError:  # bm25s' own check: it knows a list by its name or language code
+                raise ValueError(
+                    f"unknown stopword list {value!r}; known: {', '.join(STOPWORD_LISTS)}, or null for none"
+                ) from None
+        return value
 
     @field_validator("stemmer")
     @classmethod

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.encoders import Embedder, SentenceTransformerEmbedder
 from toolrerank_plugins.errors import ConfigError, PersistenceError
@@ -24,7 +25,7 @@ from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstSta
 logger = logging.getLogger(__name__)
 
 
-class DenseConfig(BaseModel):
+class DenseConfig(ConfigModel):
     """Dense retriever settings."""
 
     model_config = ConfigDict(extra="forbid")
@@ -40,9 +41,10 @@ class DenseConfig(BaseModel):
     )
     max_length: int = Field(256, ge=8)
     index: Literal["flat", "hnsw"] = Field("flat", description="exact inner product, or approximate HNSW")
-    hnsw_m: int = Field(32, ge=4)
-    hnsw_ef_search: int = Field(128, ge=8)
-    hnsw_ef_construction: int = Field(200, ge=8)
+    # Upper bounds: faiss takes C ints, and HNSW keeps 2 * hnsw_m neighbour slots per vector (M=1024: 8 KB each).
+    hnsw_m: int = Field(32, ge=4, le=1024)
+    hnsw_ef_search: int = Field(128, ge=8, le=2**31 - 1)
+    hnsw_ef_construction: int = Field(200, ge=8, le=2**31 - 1)
     faiss_threads: int | None = Field(None, ge=1, description="faiss OpenMP threads (None: faiss default)")
     torch_threads: int | None = Field(
         None,
