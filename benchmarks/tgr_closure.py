@@ -97,7 +97,10 @@ class Engines:
         self.retriever = retriever
         # a named pipeline's first stage and stages come first; the tgr stage is appended after them
         self.base = pipeline_config(pipeline) if pipeline else EngineConfig()
-        self.base = self.base.model_copy(update={"retriever": retriever})
+        # without the pipeline's own graph (the default carries one): "no graph" must mean none, and the
+        # variants' tgr stage is the only graph
+        stages = [s for s in self.base.stages if s.type != "tgr"]
+        self.base = self.base.model_copy(update={"retriever": retriever, "stages": stages})
         self.cache_dir = cache_dir
         self.embedder: Any = None
         self.caches: dict[str, dict[str, np.ndarray]] = {}
