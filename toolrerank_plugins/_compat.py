@@ -6,20 +6,16 @@ The glossary these names follow is in ``docs/engine.md`` ("Counts and depths").
 from __future__ import annotations
 
 import math
-import re
 import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-#: Integers in a config larger than this many bits cannot be meant (and past ~14,000 bits JSON cannot
-#: even write them): the limit of JSON fields in records (``records.MAX_INT_BITS``).
-_MAX_INT_BITS = 1024
-#: Nesting of untyped config values (a stage's ``params``) past this depth is refused before ``json``
-#: could hit Python's recursion limit on save.
-_MAX_NESTING = 64
+# The limits of JSON fields in records hold for config values too (a stage's untyped ``params``): integers
+# past MAX_INT_BITS cannot be meant, and nesting past MAX_NESTING is refused before ``json`` could hit
+# Python's recursion limit on save.
+from toolrerank_plugins.records import MAX_INT_BITS, MAX_NESTING, find_surrogate
 
 
 def rename_fields(data: Any, renames: Mapping[str, str], model: str) -> Any:
@@ -69,7 +65,7 @@ def check_config_value(value: Any) -> Any:
         v, where, depth = stack.pop()
         at = f" at {where}" if where else ""
         if isinstance(v, str):
-            m = None if v.isascii() else _SURROGATE.search(v)
+            m = find_surrogate(v)
             if m is not None:
                 raise ValueError(
                     f"holds a lone surrogate character{at} (U+{ord(m.group()):04X} at position {m.start()}), "
@@ -79,11 +75,11 @@ def check_config_value(value: Any) -> Any:
             if not math.isfinite(v):
                 raise ValueError(f"{v!r}{at} is not a finite number (a config cannot hold NaN or infinity)")
         elif isinstance(v, int) and not isinstance(v, bool):
-            if v.bit_length() > _MAX_INT_BITS:
-                raise ValueError(f"integer{at} is too large (more than {_MAX_INT_BITS} bits)")
+            if v.bit_length() > MAX_INT_BITS:
+                raise ValueError(f"integer{at} is too large (more than {MAX_INT_BITS} bits)")
         elif isinstance(v, (Mapping, list, tuple)):
-            if depth >= _MAX_NESTING:
-                raise ValueError(f"nested more than {_MAX_NESTING} levels deep{at}")
+            if depth >= MAX_NESTING:
+                raise ValueError(f"nested more than {MAX_NESTING} levels deep{at}")
             items = v.items() if isinstance(v, Mapping) else enumerate(v)
             for k, item in items:
                 if isinstance(k, str):

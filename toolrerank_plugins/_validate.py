@@ -5,16 +5,15 @@
 from __future__ import annotations
 
 import numbers
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, overload
+
+from toolrerank_plugins.records import find_surrogate
 
 #: Queries longer than this many characters are cut to it before any stage sees them (encoders read far
 #: less: ~1,000 characters fill MiniLM's 256 word pieces). Keeps a 100 KB query from costing 100 KB of
 #: tokenising, encoding and LLM prompt.
 MAX_QUERY_CHARS = 8192
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _kind(value: Any) -> str:
@@ -65,7 +64,7 @@ def check_query(query: Any, name: str = "query") -> str:
     """
     if not isinstance(query, str):
         raise TypeError(f"{name} must be a string, got {_kind(query)}")
-    m = _SURROGATE.search(query)
+    m = find_surrogate(query)
     if m is not None:
         raise ValueError(
             f"{name} holds a lone surrogate character (U+{ord(m.group()):04X} at position {m.start()}), which is "

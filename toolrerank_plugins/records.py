@@ -30,9 +30,19 @@ MAX_INT_BITS = 1024
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def find_surrogate(text: str) -> re.Match[str] | None:
+    """The first lone surrogate character in ``text`` (text that cannot be written as UTF-8), or None.
+
+    Example:
+        >>> find_surrogate("ok"), find_surrogate("a" + chr(0xDC80) + "b").start()
+        (None, 1)
+    """
+    return None if text.isascii() else _SURROGATE.search(text)
+
+
 def check_text(value: str, what: str) -> None:
     """Raise :class:`CatalogError` if ``value`` holds a lone surrogate (text that cannot be written as UTF-8)."""
-    m = None if value.isascii() else _SURROGATE.search(value)
+    m = find_surrogate(value)
     if m is not None:
         raise CatalogError(
             f"{what} holds a lone surrogate character (U+{ord(m.group()):04X} at position {m.start()}), which "
@@ -78,13 +88,12 @@ class _Freezer:
         return CatalogError(f"{self.what}{path}: {problem}")
 
     def text(self, value: str, what: str = "") -> str:
-        if not value.isascii():  # ASCII (most text) cannot hold a surrogate: skip the regex
-            m = _SURROGATE.search(value)
-            if m is not None:
-                raise self.fail(
-                    f"{what}holds a lone surrogate character (U+{ord(m.group()):04X} at position {m.start()}), "
-                    "which cannot be written as UTF-8; decode the source with errors='replace' or remove it"
-                )
+        m = find_surrogate(value)
+        if m is not None:
+            raise self.fail(
+                f"{what}holds a lone surrogate character (U+{ord(m.group()):04X} at position {m.start()}), "
+                "which cannot be written as UTF-8; decode the source with errors='replace' or remove it"
+            )
         return value
 
     def freeze(self, value: Any, depth: int) -> Any:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from toolrerank_plugins._extras import import_object
 from toolrerank_plugins.errors import ConfigError, MissingExtraError, ToolRerankError
+from toolrerank_plugins.records import find_surrogate
 
 
 def out(text: str = "") -> None:
@@ -18,32 +19,31 @@ def out(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
-def positive_int(text: str) -> int:
-    """argparse ``type=`` of a count that must be >= 1 (``--top-k``, ``--k``): a usage error otherwise."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type=`` of a count that must be >= ``minimum``: a usage error otherwise."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    """argparse ``type=`` of a count where 0 means "none" or "all" (``--limit``, ``--batch-size``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
+#: ``--top-k``, ``--k``
+positive_int = int_at_least(1)
+#: a count where 0 means "none" or "all" (``--limit``, ``--batch-size``)
+non_negative_int = int_at_least(0)
 
 
 def query_text(text: str) -> str:
     """argparse ``type=`` of a query: text that is not valid UTF-8 (Python passes its bytes on as lone
     surrogates) is a usage error naming the byte, not a traceback from the search."""
-    m = re.search("[\ud800-\udfff]", text)
+    m = find_surrogate(text)
     if m is not None:
         c = ord(m.group())
         what = f"byte 0x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"U+{c:04X}"
