@@ -14,6 +14,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from toolrerank_plugins.agents import ToolCall, ToolOutcome
 from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.errors import CatalogError
 from toolrerank_plugins.interop import (
     CATEGORY,
     NAME,
@@ -23,7 +24,7 @@ from toolrerank_plugins.interop import (
 )
 from toolrerank_plugins.llm.base import Message
 from toolrerank_plugins.llm.wrapper import convert_messages
-from toolrerank_plugins.records import ScoredTool, ToolSpec, stable_id, thaw
+from toolrerank_plugins.records import ScoredTool, ToolSpec, check_text, stable_id, thaw
 from toolrerank_plugins.selection import Turn
 
 
@@ -42,6 +43,7 @@ def document_to_spec(doc: Document, catalog: Catalog) -> ToolSpec:
         if known is not None:
             return known
     text = doc.page_content
+    check_text(text, "document page_content")  # CatalogError, not the UnicodeEncodeError of hashing it
     tid = tool_id if isinstance(tool_id, str) and tool_id else stable_id({"page_content": text})
     name = meta.get(NAME)
     return ToolSpec(
@@ -61,8 +63,19 @@ def rescored_document(doc: Document, st: ScoredTool) -> Document:
 
 
 def tool_to_spec(tool: BaseTool) -> ToolSpec:
-    """A LangChain tool as a ``ToolSpec`` (id = tool name; ``tool.metadata`` may give ``tool``/``category``)."""
-    fn = convert_to_openai_tool(tool)["function"]
+    """A LangChain tool as a ``ToolSpec`` (id = tool name; ``tool.metadata`` may give ``tool``/``category``).
+
+    Raises:
+        CatalogError: LangChain cannot turn the tool's argument schema into JSON Schema (a ``$ref`` that
+            points nowhere, a schema nested past Python's recursion limit, a field pydantic cannot describe).
+    """
+    try:
+        fn = convert_to_openai_tool(tool)["function"]
+    except (KeyError, ValueError, TypeError, AttributeError, RecursionError) as exc:  # UnicodeError: a ValueError
+        raise CatalogError(
+            f"tool {getattr(tool, 'name', tool)!r:.80}: cannot read its argument schema ({type(exc).__name__}: "
+            f"{exc!s:.200})"
+        ) from exc
     meta = tool.metadata or {}
     return ToolSpec(
         id=tool.name,

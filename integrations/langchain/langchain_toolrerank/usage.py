@@ -35,8 +35,8 @@ def _text(message: BaseMessage) -> str:
     content = message.content
     if isinstance(content, str):
         return content
-    parts = [p.get("text", "") if isinstance(p, dict) else str(p) for p in content]
-    return " ".join(p for p in parts if p)
+    parts = [p.get("text") if isinstance(p, Mapping) else p for p in content]
+    return " ".join(p for p in parts if isinstance(p, str) and p)  # a non-text block is not the request
 
 
 class UsageRecorderMiddleware(AgentMiddleware):

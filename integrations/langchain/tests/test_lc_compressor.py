@@ -105,3 +105,11 @@ def test_compressor_with_the_toolrerank_stage():
     assert out[0].metadata["tool_id"] == "Mail/PostBox/send_email"
     assert all("toolrerank" in d.metadata["stage_scores"] for d in out)
     assert len(out) == 3
+
+
+def test_a_document_with_a_lone_surrogate_is_a_catalog_error(engine):
+    # fuzz reproducer: a document without tool_id was hashed for its id and raised UnicodeEncodeError
+    from toolrerank_plugins.errors import CatalogError
+
+    with pytest.raises(CatalogError, match="lone surrogate"):
+        ToolRerankCompressor(engine=engine).compress_documents([Document(page_content="mail \ud800")], "email")

@@ -122,3 +122,45 @@ def test_function_names_are_valid_and_unique():
     assert names["ok"] == "fine_name"
     assert names["A/x/search"] == "A_x_search" and names["B/y/search"] == "B_y_search"
     assert len(names[specs[3].id]) <= 64 and len(set(names.values())) == 4
+
+
+# -- tools whose argument schema LangChain cannot convert: the library's error, not LangChain's ----------------
+def _deep_schema(levels: int) -> dict:
+    root: dict = {}
+    node = root
+    for _ in range(levels):
+        node["type"] = "object"
+        node["properties"] = {"x": {}}
+        node = node["properties"]["x"]
+    return root
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"x": {"$ref": "#/missing"}}},  # KeyError from langchain_core
+        {"type": "object", "properties": {"x": {"$ref": "other.json"}}},  # ValueError: not a URI fragment
+        _deep_schema(400),  # RecursionError
+    ],
+    ids=["dangling-ref", "external-ref", "400-deep"],
+)
+def test_a_schema_langchain_cannot_convert_is_a_catalog_error(schema: dict) -> None:
+    from langchain_core.tools import StructuredTool
+
+    from toolrerank_plugins.errors import CatalogError
+
+    tool = StructuredTool(name="odd_tool", description="d", func=lambda **kw: "x", args_schema=schema)
+    with pytest.raises(CatalogError, match="odd_tool.*cannot read its argument schema"):
+        ToolSelector.from_tools([tool], EngineConfig(retriever="bm25"))
+
+
+def test_a_field_pydantic_cannot_describe_is_a_catalog_error() -> None:
+    from langchain_core.tools import StructuredTool
+    from pydantic import Field, create_model
+
+    from toolrerank_plugins.errors import CatalogError
+
+    model = create_model("M", x=(bytes, Field(default=b"\xff")))  # UnicodeDecodeError making its JSON Schema
+    tool = StructuredTool.from_function(lambda **kw: "x", name="bytes_tool", description="d", args_schema=model)
+    with pytest.raises(CatalogError, match="bytes_tool.*cannot read its argument schema"):
+        ToolSelector.from_tools([tool], EngineConfig(retriever="bm25"))

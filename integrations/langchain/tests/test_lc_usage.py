@@ -102,3 +102,19 @@ def test_the_log_teaches_the_engine(engine, tmp_path):
     fresh = Engine.build(engine.catalog, engine.config, embedder=FakeEmbedder())
     report = fresh.learn(read_usage_log(tmp_path / "usage.jsonl").records)
     assert report["learned"] == 1 and fresh.catalog.is_seen(FORECAST)
+
+
+def test_content_blocks_whose_text_is_not_a_string_do_not_break_the_run(engine, tmp_path):
+    # fuzz reproducer: a text block with text=3 raised TypeError in after_agent, failing a run it only observes
+    from langchain_core.messages import HumanMessage
+
+    mw = UsageRecorderMiddleware(tmp_path / "usage.jsonl", engine=engine)
+    agent = _agent(engine, [{"tools": ["forecast"], "args": {"city": "Paris"}}], mw)
+    blocks = [
+        {"type": "text", "text": "weather forecast"},
+        {"type": "text", "text": 3},
+        {"type": "text", "text": "in Paris"},
+    ]
+    agent.invoke({"messages": [HumanMessage(content=blocks)]})
+    [record] = read_usage_log(tmp_path / "usage.jsonl").records
+    assert record.query == "weather forecast in Paris" and record.calls == (FORECAST,)

@@ -114,3 +114,38 @@ def test_postprocessor_returns_a_tool_a_stage_brings_in_as_a_new_node():
     assert added.get_content() == engine.render(engine.catalog["Mail/PostBox/delete_email"])
     asynced = asyncio.run(post.apostprocess_nodes(nodes, query_str="send an email to my boss"))
     assert [n.node.metadata for n in asynced] == [n.node.metadata for n in out]
+
+
+@pytest.mark.parametrize(
+    "k, error", [("3", TypeError), (None, TypeError), (2.5, TypeError), (True, TypeError), (0, ValueError)]
+)
+def test_similarity_top_k_is_checked_when_the_retriever_is_made(engine, k, error):
+    # fuzz reproducer: "3" / None raised a bare comparison TypeError; 2.5 and True passed until the first retrieve
+    with pytest.raises(error, match="similarity_top_k"):
+        ToolRerankRetriever(engine, k)
+
+
+def test_numpy_integer_similarity_top_k_is_an_int(engine):
+    import numpy as np
+
+    assert ToolRerankRetriever(engine, np.int64(2)).similarity_top_k == 2
+
+
+@pytest.mark.parametrize(
+    "fn_schema",
+    [dict, "create_model"],  # not a pydantic model; a field pydantic cannot describe (bytes default b"\xff")
+    ids=["dict", "bytes-field"],
+)
+def test_a_fn_schema_without_json_schema_is_a_catalog_error(fn_schema):
+    from llama_index.core.tools import FunctionTool, ToolMetadata
+    from llama_index.retrievers.toolrerank import ToolRerankToolRetriever
+    from pydantic import Field, create_model
+
+    from toolrerank_plugins.errors import CatalogError
+
+    if fn_schema == "create_model":
+        fn_schema = create_model("M", x=(bytes, Field(default=b"\xff")))
+    meta = ToolMetadata(name="odd_tool", description="d", fn_schema=fn_schema)
+    tool = FunctionTool(fn=lambda **kw: "x", metadata=meta)
+    with pytest.raises(CatalogError, match="odd_tool.*cannot read its argument schema"):
+        ToolRerankToolRetriever.from_tools([tool], EngineConfig(retriever="bm25"))

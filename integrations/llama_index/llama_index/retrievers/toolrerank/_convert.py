@@ -10,6 +10,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, TextNode
 from llama_index.core.tools import BaseTool, FunctionTool
 
 from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.errors import CatalogError
 from toolrerank_plugins.interop import (
     CATEGORY,
     NAME,
@@ -75,13 +76,24 @@ def rescored_node(nws: NodeWithScore, st: ScoredTool) -> NodeWithScore:
 
 
 def tool_to_spec(tool: BaseTool) -> ToolSpec:
-    """A LlamaIndex tool as a ``ToolSpec`` (id = tool name)."""
+    """A LlamaIndex tool as a ``ToolSpec`` (id = tool name).
+
+    Raises:
+        CatalogError: the tool's ``fn_schema`` gives no JSON Schema (not a pydantic model, or a field pydantic
+            cannot describe).
+    """
     meta = tool.metadata
+    try:
+        parameters = meta.get_parameters_dict()
+    except (KeyError, ValueError, TypeError, AttributeError, RecursionError) as exc:  # UnicodeError: a ValueError
+        raise CatalogError(
+            f"tool {meta.name!r:.80}: cannot read its argument schema ({type(exc).__name__}: {exc!s:.200})"
+        ) from exc
     return ToolSpec(
         id=meta.name or "",
         name=meta.name or "",
         description=meta.description or "",
-        parameters=meta.get_parameters_dict(),
+        parameters=parameters,
         metadata={"format": "llama_index"},
     )
 
