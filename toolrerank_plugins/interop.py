@@ -14,6 +14,7 @@ from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.config import EngineConfig, default_config
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine
+from toolrerank_plugins.errors import CatalogError
 from toolrerank_plugins.records import ScoredTool, ToolSpec
 
 T = TypeVar("T")
@@ -49,6 +50,26 @@ def result_metadata(st: ScoredTool) -> dict[str, Any]:
         RANK: st.rank,
         STAGE_SCORES: dict(st.stage_scores),
     }
+
+
+def read_tool_schema(name: object, schema_of: Callable[[], T]) -> T:
+    """``schema_of()``: a framework's conversion of one tool's argument schema to JSON Schema, whose failures
+    (a ``$ref`` that points nowhere, a schema nested past the recursion limit, a field pydantic cannot describe,
+    a schema class that is not a model) are a :class:`CatalogError` naming the tool, not the framework's
+    ``KeyError`` / ``ValueError`` / ``RecursionError`` / ``AttributeError``.
+
+    Example:
+        >>> read_tool_schema("t", lambda: {}["missing"])
+        Traceback (most recent call last):
+        ...
+        toolrerank_plugins.errors.CatalogError: tool 't': cannot read its argument schema (KeyError: 'missing')
+    """
+    try:
+        return schema_of()
+    except (KeyError, ValueError, TypeError, AttributeError, RecursionError) as exc:  # UnicodeError: a ValueError
+        raise CatalogError(
+            f"tool {name!r:.80}: cannot read its argument schema ({type(exc).__name__}: {exc!s:.200})"
+        ) from exc
 
 
 def function_names(specs: Iterable[ToolSpec]) -> dict[str, str]:

@@ -14,12 +14,12 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from toolrerank_plugins.agents import ToolCall, ToolOutcome
 from toolrerank_plugins.catalog import Catalog
-from toolrerank_plugins.errors import CatalogError
 from toolrerank_plugins.interop import (
     CATEGORY,
     NAME,
     TOOL,
     TOOL_ID,
+    read_tool_schema,
     result_metadata,
 )
 from toolrerank_plugins.llm.base import Message
@@ -69,13 +69,7 @@ def tool_to_spec(tool: BaseTool) -> ToolSpec:
         CatalogError: LangChain cannot turn the tool's argument schema into JSON Schema (a ``$ref`` that
             points nowhere, a schema nested past Python's recursion limit, a field pydantic cannot describe).
     """
-    try:
-        fn = convert_to_openai_tool(tool)["function"]
-    except (KeyError, ValueError, TypeError, AttributeError, RecursionError) as exc:  # UnicodeError: a ValueError
-        raise CatalogError(
-            f"tool {getattr(tool, 'name', tool)!r:.80}: cannot read its argument schema ({type(exc).__name__}: "
-            f"{exc!s:.200})"
-        ) from exc
+    fn = read_tool_schema(tool.name, lambda: convert_to_openai_tool(tool)["function"])
     meta = tool.metadata or {}
     return ToolSpec(
         id=tool.name,

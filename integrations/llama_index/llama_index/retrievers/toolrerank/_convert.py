@@ -10,7 +10,6 @@ from llama_index.core.schema import BaseNode, NodeWithScore, TextNode
 from llama_index.core.tools import BaseTool, FunctionTool
 
 from toolrerank_plugins.catalog import Catalog
-from toolrerank_plugins.errors import CatalogError
 from toolrerank_plugins.interop import (
     CATEGORY,
     NAME,
@@ -19,6 +18,7 @@ from toolrerank_plugins.interop import (
     STAGE_SCORES,
     TOOL,
     TOOL_ID,
+    read_tool_schema,
     result_metadata,
 )
 from toolrerank_plugins.llm.base import Message
@@ -83,12 +83,7 @@ def tool_to_spec(tool: BaseTool) -> ToolSpec:
             cannot describe).
     """
     meta = tool.metadata
-    try:
-        parameters = meta.get_parameters_dict()
-    except (KeyError, ValueError, TypeError, AttributeError, RecursionError) as exc:  # UnicodeError: a ValueError
-        raise CatalogError(
-            f"tool {meta.name!r:.80}: cannot read its argument schema ({type(exc).__name__}: {exc!s:.200})"
-        ) from exc
+    parameters = read_tool_schema(meta.name, meta.get_parameters_dict)
     return ToolSpec(
         id=meta.name or "",
         name=meta.name or "",
