@@ -31,7 +31,7 @@ from toolrerank_plugins.config import EngineConfig, RetrieverName
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.errors import CatalogError, ConfigError, ToolRerankError
 from toolrerank_plugins.persistence import read_engine, version_dir, write_engine
-from toolrerank_plugins.records import ScoredTool, ToolSpec, renumber
+from toolrerank_plugins.records import ScoredTool, ToolSpec, renumber, replace_surrogates
 from toolrerank_plugins.render import render_tool
 from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, Hit, get_first_stage_type
 from toolrerank_plugins.stages import QueryParts, Stage, StageContext, as_stage, build_stage
@@ -135,7 +135,7 @@ class _EngineContext(StageContext):
 
     def retrieve(self, queries: Sequence[str], depth: int) -> list[list[ScoredTool]]:
         # queries here are often LLM-made text: a lone surrogate (not valid text) becomes U+FFFD, not an error
-        clean = [q.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for q in queries]
+        clean = [replace_surrogates(q) for q in queries]
         pre = _PREFETCHED.get()
         if pre is not None and pre.first_stage is self._first_stage and pre.depth >= depth and clean:
             if all(q in pre.hits for q in clean):  # searched with the query (Stage.query_parts)

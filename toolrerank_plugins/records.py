@@ -40,6 +40,17 @@ def find_surrogate(text: str) -> re.Match[str] | None:
     return None if text.isascii() else _SURROGATE.search(text)
 
 
+def replace_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD: for text that is context rather than the user's
+    request (an LLM's output, an earlier turn), where an error would stop the work for one bad character.
+
+    Example:
+        >>> replace_surrogates("a" + chr(0xD800) + "b")
+        'a\ufffdb'
+    """
+    return text if find_surrogate(text) is None else _SURROGATE.sub("\ufffd", text)
+
+
 def check_text(value: str, what: str) -> None:
     """Raise :class:`CatalogError` if ``value`` holds a lone surrogate (text that cannot be written as UTF-8)."""
     m = find_surrogate(value)

@@ -44,6 +44,7 @@ from typing import Any, Generic, Literal, TypeVar
 from toolrerank_plugins.agents import BaseToolSelector
 from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.llm._stage import LLMStage
+from toolrerank_plugins.records import replace_surrogates
 
 T = TypeVar("T")
 
@@ -92,7 +93,13 @@ def conversation_query(turns: Sequence[Turn], history_turns: int = 2, *, max_tur
     start = last_user_turn(turns)
     if start is None:
         return ""
-    earlier = [t.text.strip()[:max_turn_chars] for t in turns[:start] if t.role != "tool" and t.text.strip()]
+    # earlier turns are context (an LLM's replies among them): a lone surrogate there becomes U+FFFD instead of
+    # failing every later search of the conversation; the current request is checked by the search itself
+    earlier = [
+        replace_surrogates(t.text.strip()[:max_turn_chars])
+        for t in turns[:start]
+        if t.role != "tool" and t.text.strip()
+    ]
     return "\n".join([*earlier[max(0, len(earlier) - history_turns) :], turns[start].text.strip()])
 
 

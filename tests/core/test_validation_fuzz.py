@@ -705,3 +705,12 @@ def test_edge_reproducers() -> None:
     with pytest.raises(CatalogError, match="finite"):
         Catalog([a, b], edges=[Edge("a", "b", weight=10**400)])
     assert Catalog([a, b], edges=[Edge("a", "b", weight=10**300)]).edges[0].weight == 10**300
+
+
+def test_conversation_query_replaces_lone_surrogates_in_earlier_turns_only() -> None:
+    from toolrerank_plugins.selection import Turn, conversation_query
+
+    turns = [Turn("user", "weather in Paris?"), Turn("assistant", "today \udc80 or later?"), Turn("user", "tomorrow")]
+    assert conversation_query(turns) == "weather in Paris?\ntoday \ufffd or later?\ntomorrow"
+    # the current request is left to the search's own check (a ValueError naming the problem)
+    assert conversation_query([Turn("user", "mail \ud800")]) == "mail \ud800"

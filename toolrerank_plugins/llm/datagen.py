@@ -29,7 +29,7 @@ from toolrerank_plugins.llm.qta import QTAConfig, QTAStage, sample_tools
 from toolrerank_plugins.llm.query_generation import QueryGenerationConfig, QueryGenerationStage, interleave
 from toolrerank_plugins.llm.runtime import LLMRuntime, RuntimeConfig
 from toolrerank_plugins.metrics import mmrr
-from toolrerank_plugins.records import LabelledQuery
+from toolrerank_plugins.records import LabelledQuery, replace_surrogates
 
 if TYPE_CHECKING:
     from toolrerank_plugins.engine import Engine
@@ -199,7 +199,7 @@ def rejection_sampling(
             if parsed.status != "ok":
                 continue
             # LLM-made text: a lone surrogate (not valid text) becomes U+FFFD, as in StageContext.retrieve
-            items = [q.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for q in parsed.items]
+            items = [replace_surrogates(q) for q in parsed.items]
             lists = engine.retrieve(items, k) + ([original] if cfg.include_original else [])
             ranking = [s.id for s in interleave(lists, k)]
             scored.append((mmrr(ranking, q.relevant, k), "\n".join(parsed.items)))

@@ -223,3 +223,21 @@ def test_from_tools_indexes_langchain_tools() -> None:
     model = ScriptedToolCallingModel(plan=[{"tools": ["send_email"], "args": {"to": "boss", "body": "hi"}}])
     out = create_agent(model, middleware=[rerank]).invoke({"messages": [HumanMessage("email my boss")]}, LIMIT)
     assert model.offered == [["send_email"]] * 2 and _tool_messages(out)[0].content == "sent"
+
+
+def test_a_lone_surrogate_in_an_earlier_turn_does_not_stop_the_agent() -> None:
+    """An earlier turn (the model's own reply among them) with a lone surrogate used to make every later model
+    call raise ValueError from the search: earlier turns are context, their bad characters become U+FFFD."""
+    model = ScriptedToolCallingModel(plan=[{"tools": ["forecast"], "args": {"city": "Paris"}}])
+    agent = create_agent(model, middleware=[_middleware(max_tools=2, history_turns=2)])
+    agent.invoke(
+        {
+            "messages": [
+                HumanMessage("what is the weather forecast in Paris?"),
+                AIMessage("Shall I look up the forecast \ud800 for the coming days?"),
+                HumanMessage("yes, do it"),
+            ]
+        },
+        LIMIT,
+    )
+    assert "forecast" in model.offered[0]
