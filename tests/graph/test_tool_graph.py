@@ -131,3 +131,17 @@ def test_build_graph_model_source_without_judge_is_a_clear_error(bank: Catalog) 
 def test_tiny_catalog_declared_edges() -> None:
     g = build_graph(tiny_catalog(), GraphBuildConfig(sources=["declared"]))
     assert g.stats()["edges_by_origin"] == {"declared": 2}
+
+
+@pytest.mark.parametrize("field, value", [("h", "\x80"), ("h", "\udc80"), ("id", "Weather\udc80")])
+def test_a_node_with_non_ascii_or_unencodable_text_is_a_graph_error(
+    bank: Catalog, tmp_path: Path, field: str, value: str
+) -> None:
+    # CI's property test found it: a node hash "\x80" in graph.json raised UnicodeEncodeError computing the
+    # fingerprint (it encoded hashes as ASCII); now it is a fingerprint mismatch
+    p = build_graph(bank).save(tmp_path / "g.json")
+    data = json.loads(p.read_text())
+    data["graph"]["nodes"][0][field] = value
+    p.write_text(json.dumps(data))
+    with pytest.raises(GraphError, match="corrupt dependency graph"):
+        ToolGraph.load(p)

@@ -54,9 +54,11 @@ def catalog_fingerprint(catalog: Catalog, hashes: dict[str, str] | None = None) 
 def _fingerprint(hashes: dict[str, str]) -> str:
     h = hashlib.sha256()
     for tid in sorted(hashes):
-        h.update(tid.encode("utf-8"))
+        # surrogatepass: a corrupted graph.json may hold any text here; it must give a mismatch, not an error
+        # (valid hashes are ASCII, which UTF-8 encodes as ASCII did: saved fingerprints are unchanged)
+        h.update(tid.encode("utf-8", "surrogatepass"))
         h.update(b"\0")
-        h.update(hashes[tid].encode("ascii"))
+        h.update(hashes[tid].encode("utf-8", "surrogatepass"))
         h.update(b"\n")
     return "sha256:" + h.hexdigest()[:32]
 
