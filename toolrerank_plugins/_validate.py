@@ -29,15 +29,15 @@ def _show(value: Any) -> str:
 
 
 @overload
-def check_top_k(top_k: Any, *, optional: Literal[False] = False) -> int: ...
+def check_top_k(top_k: Any, *, optional: Literal[False] = False, name: str = "top_k") -> int: ...
 
 
 @overload
-def check_top_k(top_k: Any, *, optional: bool) -> int | None: ...
+def check_top_k(top_k: Any, *, optional: bool, name: str = "top_k") -> int | None: ...
 
 
-def check_top_k(top_k: Any, *, optional: bool = False) -> int | None:
-    """``top_k`` as an ``int`` >= 1 (``None`` too when ``optional``).
+def check_top_k(top_k: Any, *, optional: bool = False, name: str = "top_k") -> int | None:
+    """``top_k`` as an ``int`` >= 1 (``None`` too when ``optional``); errors call it ``name``.
 
     Raises:
         TypeError: not an integer (``bool``, ``float`` — even ``3.0`` or NaN —, ``str``, ``None``).
@@ -47,10 +47,10 @@ def check_top_k(top_k: Any, *, optional: bool = False) -> int | None:
         return None
     if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral):
         allowed = "an int >= 1 or None" if optional else "an int >= 1"
-        raise TypeError(f"top_k must be {allowed}, got {_show(top_k)}")
+        raise TypeError(f"{name} must be {allowed}, got {_show(top_k)}")
     value = int(top_k)
     if value < 1:
-        raise ValueError(f"top_k must be >= 1{' or None' if optional else ''}, got {value}")
+        raise ValueError(f"{name} must be >= 1{' or None' if optional else ''}, got {value}")
     return value
 
 

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from toolrerank_plugins._validate import check_top_k as check_top_k  # re-exported: adapters check their counts
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.config import EngineConfig, default_config
 from toolrerank_plugins.encoders import Embedder

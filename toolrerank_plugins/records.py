@@ -48,7 +48,7 @@ def replace_surrogates(text: str) -> str:
         >>> replace_surrogates("a" + chr(0xD800) + "b")
         'a\ufffdb'
     """
-    return text if find_surrogate(text) is None else _SURROGATE.sub("\ufffd", text)
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
 def check_text(value: str, what: str) -> None:

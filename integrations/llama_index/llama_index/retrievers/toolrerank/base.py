@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from llama_index.retrievers.toolrerank._convert import scored_to_node
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.interop import check_top_k
 
 
 class ToolRerankRetriever(BaseRetriever):
@@ -42,12 +42,8 @@ class ToolRerankRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        if isinstance(similarity_top_k, bool) or not isinstance(similarity_top_k, numbers.Integral):
-            raise TypeError(f"similarity_top_k must be an int >= 1, got {type(similarity_top_k).__name__}")
-        if similarity_top_k < 1:
-            raise ValueError(f"similarity_top_k must be >= 1, got {similarity_top_k}")
         self.engine = engine
-        self.similarity_top_k = int(similarity_top_k)
+        self.similarity_top_k = check_top_k(similarity_top_k, name="similarity_top_k")
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
