@@ -65,9 +65,13 @@ def read_tool_schema(name: object, schema_of: Callable[[], T]) -> T:
         ...
         toolrerank_plugins.errors.CatalogError: tool 't': cannot read its argument schema (KeyError: 'missing')
     """
+    from pydantic import PydanticUserError  # pydantic is a core dependency; imported here to keep this module light
+
     try:
         return schema_of()
-    except (KeyError, ValueError, TypeError, AttributeError, RecursionError) as exc:  # UnicodeError: a ValueError
+    # UnicodeError is a ValueError; PydanticUserError covers a field pydantic cannot describe in JSON Schema
+    # (PydanticInvalidForJsonSchema, a RuntimeError), which is pydantic's documented error for it in every 2.x.
+    except (KeyError, ValueError, TypeError, AttributeError, RecursionError, PydanticUserError) as exc:
         raise CatalogError(
             f"tool {name!r:.80}: cannot read its argument schema ({type(exc).__name__}: {exc!s:.200})"
         ) from exc
