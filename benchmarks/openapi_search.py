@@ -103,8 +103,10 @@ def run(args: argparse.Namespace) -> None:
         res = measure(path, table[title], args.depth)
         res["file"] = path.name
         result["specs"][title] = res
-        print(f"== {title} ({path.name}): {res['apis']} operations, {res['empty_descriptions']} without text; "
-              f"built in {res['build_s']}s; library at {result['commit']}")
+        print(
+            f"== {title} ({path.name}): {res['apis']} operations, {res['empty_descriptions']} without text; "
+            f"built in {res['build_s']}s; library at {result['commit']}"
+        )
         for r in res["queries"]:
             shown = "-" if r["rank"] is None else r["rank"]
             print(f"  {shown!s:>3}  {r['query']}  -> {'/'.join(r['expected'])}  (first: {r['top1']})")

@@ -14,7 +14,52 @@ from typing import Any
 
 from toolrerank_plugins.errors import CatalogError
 
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+class FrozenDict(dict[str, Any]):
+    """A read-only ``dict``: the mappings inside a :class:`ToolSpec`'s JSON fields.
+
+    It is a ``dict`` so that JSON tools take it as it is (``json.dumps(spec.parameters)``; a
+    ``types.MappingProxyType``, used before, is refused by ``json``), and every method that would change it
+    raises ``TypeError``. ``copy()`` and ``dict(frozen)`` give a plain, mutable shallow copy, as
+    ``MappingProxyType.copy()`` did. Unhashable like ``dict``; ``==`` compares contents with any mapping.
+
+    Example:
+        >>> import json
+        >>> spec = ToolSpec(id="a", name="a", parameters={"type": "object", "properties": {"x": {"type": "string"}}})
+        >>> json.dumps(spec.parameters["properties"])
+        '{"x": {"type": "string"}}'
+        >>> spec.parameters["type"] = "array"
+        Traceback (most recent call last):
+        ...
+        TypeError: 'FrozenDict' object is read-only (a frozen JSON value); copy it with dict(...) to change it
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> FrozenDict:
+        self = super().__new__(cls)
+        dict.update(self, *args, **kwargs)  # filled here, once: __init__ (which callers may call again) does nothing
+        return self
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"{type(self).__name__!r} object is read-only (a frozen JSON value); copy it with dict(...) to change it"
+        )
+
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy, deepcopy and pickle rebuild it through __new__
+        return (type(self), (dict(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+
+_EMPTY: Mapping[str, Any] = FrozenDict()
 
 #: Deepest nesting of containers (mappings and lists) a JSON field of a :class:`ToolSpec` may have; the
 #: field's own mapping is level 1. Real schemas stay far below it; deeper data is refused rather than
@@ -120,7 +165,7 @@ class _Freezer:
             return self._int(value)
         if t is float:
             return self._float(value)
-        if t is dict or t is MappingProxyType or t is list or t is tuple:
+        if t is dict or t is FrozenDict or t is MappingProxyType or t is list or t is tuple:
             return self.container(value, depth)
         # Subclasses (an enum of str, np.float64, OrderedDict ...) are checked like their base type.
         if isinstance(value, str):
@@ -153,7 +198,12 @@ class _Freezer:
         stack = self.stack
         try:
             t = type(value)
-            if t is dict or t is MappingProxyType or (t is not list and t is not tuple and isinstance(value, Mapping)):
+            if (
+                t is dict
+                or t is FrozenDict
+                or t is MappingProxyType
+                or (t is not list and t is not tuple and isinstance(value, Mapping))
+            ):
                 out = {}
                 for k, v in value.items():
                     if type(k) is not str and not isinstance(k, str):
@@ -163,7 +213,7 @@ class _Freezer:
                     stack.append(k)
                     out[k] = self.freeze(v, depth + 1)
                     stack.pop()
-                return MappingProxyType(out)
+                return FrozenDict(out)
             items = []
             for i, v in enumerate(value):
                 stack.append(i)

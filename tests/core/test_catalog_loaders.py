@@ -51,6 +51,42 @@ def test_toolspec_is_frozen_and_deeply_read_only() -> None:
     assert spec.to_dict()["parameters"] == {"type": "object", "properties": {"x": {"type": "string"}}}
 
 
+def test_toolspec_json_fields_serialise_with_json_dumps_and_stay_read_only() -> None:
+    import copy
+    import pickle
+
+    schema = {"type": "object", "properties": {"x": {"type": "string", "enum": ["a", "b"]}}, "required": ["x"]}
+    spec = ToolSpec(id="a", name="a", parameters=schema, returns={"type": "object"}, metadata={"k": [{"z": 1}]})
+    # issue 26: json.dumps(spec.parameters) raised "Object of type mappingproxy is not JSON serializable"
+    assert json.loads(json.dumps(spec.parameters)) == schema
+    assert json.loads(json.dumps(spec.metadata)) == {"k": [{"z": 1}]}
+    assert json.loads(json.dumps(spec.returns)) == {"type": "object"}
+    props = spec.parameters["properties"]
+    for change in (
+        lambda: props.__setitem__("y", {}),
+        lambda: props.__delitem__("x"),
+        lambda: props.update(y={}),
+        lambda: props.pop("x"),
+        lambda: props.popitem(),
+        lambda: props.setdefault("y", {}),
+        lambda: props.clear(),
+        lambda: props.__ior__({"y": {}}),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    props.__init__({"y": {}})  # a second __init__ changes nothing
+    assert list(props) == ["x"] and spec.to_dict()["parameters"] == schema
+    # copies: plain and mutable with copy()/dict(); read-only and equal with copy.copy/deepcopy/pickle
+    assert type(props.copy()) is dict and dict(props) == {"x": {"type": "string", "enum": ("a", "b")}}
+    assert copy.deepcopy(spec.parameters) == spec.parameters and pickle.loads(pickle.dumps(spec)) == spec
+    with pytest.raises(TypeError, match="read-only"):
+        copy.deepcopy(spec.parameters)["type"] = "array"
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(spec.parameters)
+    same = ToolSpec(id="a", name="a", parameters=schema, returns={"type": "object"}, metadata={"k": [{"z": 1}]})
+    assert spec == same and hash(spec) == hash(same) == hash(ToolSpec(id="a", name="other"))
+
+
 def test_stable_id_is_content_based_and_order_independent() -> None:
     assert stable_id({"a": 1, "b": [1, 2]}) == stable_id({"b": [1, 2], "a": 1})
     assert stable_id({"a": 1}) != stable_id({"a": 2})
