@@ -1,5 +1,7 @@
 """Argument checks of the engine's search API: a wrong argument is the library's ``TypeError`` or
-``ValueError`` naming it, never an assertion from numpy, faiss or bm25s (docs/engine.md, "Searching").
+``ValueError`` naming it, never an assertion from numpy, faiss or bm25s (docs/engine.md, "Searching"); a query
+that is not valid text is a :class:`~toolrerank_plugins.errors.QueryError` (a ``ToolRerankError`` and a
+``ValueError``).
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, overload
 
+from toolrerank_plugins.errors import QueryError
 from toolrerank_plugins.records import find_surrogate
 
 #: Queries longer than this many characters are cut to it before any stage sees them (encoders read far
@@ -59,14 +62,15 @@ def check_query(query: Any, name: str = "query") -> str:
 
     Raises:
         TypeError: not a string.
-        ValueError: holds a lone surrogate character (text that is not valid Unicode, e.g. from
-            ``"\\ud800"`` in JSON): decode the input with ``errors="replace"`` or remove it.
+        QueryError: holds a lone surrogate character (text that is not valid Unicode, e.g. from
+            ``"\\ud800"`` in JSON): decode the input with ``errors="replace"`` or remove it. A
+            ``ToolRerankError`` and a ``ValueError``.
     """
     if not isinstance(query, str):
         raise TypeError(f"{name} must be a string, got {_kind(query)}")
     m = find_surrogate(query)
     if m is not None:
-        raise ValueError(
+        raise QueryError(
             f"{name} holds a lone surrogate character (U+{ord(m.group()):04X} at position {m.start()}), which is "
             "not valid text; decode the input with errors='replace' or remove it"
         )
@@ -78,7 +82,7 @@ def check_queries(queries: Any) -> list[str]:
 
     Raises:
         TypeError: ``queries`` is a single string (not a batch), not an iterable, or holds a non-string.
-        ValueError: a query holds a lone surrogate character.
+        QueryError: a query holds a lone surrogate character (a ``ValueError`` too).
     """
     if isinstance(queries, (str, bytes, bytearray)):
         raise TypeError(

@@ -18,6 +18,14 @@ class ConfigError(ToolRerankError, ValueError):
     """A configuration is invalid or names an unknown backend."""
 
 
+class QueryError(ToolRerankError, ValueError):
+    """A search query is not valid text (it holds a lone surrogate character such as ``"\\ud800"``).
+
+    Also a :class:`ValueError`, as the search methods raised before it existed, so code catching
+    ``ValueError`` keeps working; ``except ToolRerankError`` now catches bad queries too.
+    """
+
+
 class PersistenceError(ToolRerankError):
     """A saved engine directory is missing, corrupt, foreign or from a newer format."""
 

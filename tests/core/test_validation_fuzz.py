@@ -714,3 +714,115 @@ def test_conversation_query_replaces_lone_surrogates_in_earlier_turns_only() -> 
     assert conversation_query(turns) == "weather in Paris?\ntoday \ufffd or later?\ntomorrow"
     # the current request is left to the search's own check (a ValueError naming the problem)
     assert conversation_query([Turn("user", "mail \ud800")]) == "mail \ud800"
+
+
+# -- query text from anywhere: only the library's errors escape (probe of 2026-11-26) -------------------
+#: Query text as an agent passes it on: any code point (lone surrogates too), NUL bytes, control characters,
+#: very long runs (cut to MAX_QUERY_CHARS), joined in any order.
+QUERY_PIECES = st.one_of(
+    st.text(st.characters(exclude_categories=()), max_size=12),
+    st.sampled_from(["\ud800", "\udfff", "\udc80", "\ud83d", "\x00", "\x00\x00", "\r\n", "\u200b", "\ufeff"]),
+    st.sampled_from(["send an email", "weather forecast", "log in", " "]),
+    st.builds(lambda s, n: s * n, st.sampled_from(["a", "mail ", "\x00", "é ", "🌦"]), st.integers(1, 20_000)),
+)
+QUERY_TEXTS = st.lists(QUERY_PIECES, min_size=0, max_size=4).map("".join)
+ENTRY_POINTS = [
+    "search",
+    "search_detailed",
+    "search_batch",
+    "search_batch_detailed",
+    "asearch",
+    "asearch_batch",
+    "asearch_detailed",
+    "asearch_batch_detailed",
+    "rerank",
+    "arerank",
+    "retrieve",
+    "cli_search",
+]
+
+
+class _LLMStage(Stage):
+    """Passes the query and an LLM-made text with a NUL byte through ``ctx.retrieve``, as LLM stages do."""
+
+    name = "llm_like"
+
+    def run(self, query: str, candidates: list, ctx: Any, trace: dict) -> list:
+        found = ctx.retrieve([query, "send \x00 an email " + query[:40]], 5)
+        return [*found[1], *(c for c in candidates if c.id not in {f.id for f in found[1]})]
+
+
+@pytest.fixture(scope="module")
+def query_engines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    engines = {
+        r: Engine.build(tiny_catalog(), EngineConfig(retriever=r), embedder=FakeEmbedder(32))
+        for r in ("bm25", "dense", "hybrid")
+    }
+    engines["bm25"].set_stages([_LLMStage()])
+    saved = tmp_path_factory.mktemp("cli") / "eng"
+    Engine.build(tiny_catalog(), EngineConfig(retriever="bm25")).save(saved)
+    return {"engines": engines, "saved": saved}
+
+
+def _call_entry_point(engine: Engine, saved: Path, method: str, query: str) -> Any:
+    specs = list(engine.catalog)[:4]
+    if method == "cli_search":
+        import contextlib
+        import io
+
+        from toolrerank_plugins.cli.main import main
+
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            try:
+                code = main(["search", str(saved), query, "--top-k", "3"])
+            except SystemExit as exc:  # argparse's usage errors
+                code = exc.code
+        assert code in (0, 2), (code, err.getvalue())
+        assert "Traceback" not in err.getvalue()
+        if code == 2:
+            assert err.getvalue().startswith("usage:") or "toolrerank: error:" in err.getvalue(), err.getvalue()
+            raise ToolRerankError(err.getvalue())  # a usage error naming the problem: the CLI's library error
+        return None
+    if method in ("rerank", "arerank"):
+        out = getattr(engine, method)(query, specs, 3)
+    elif method == "retrieve":
+        out = engine.retrieve([query, "weather"], 3)
+    elif "batch" in method:
+        out = getattr(engine, method)(["weather", query], 3)
+    else:
+        out = getattr(engine, method)(query, 3)
+    return asyncio.run(out) if asyncio.iscoroutine(out) else out
+
+
+@FUZZ
+@pytest.mark.fuzz
+@given(method=st.sampled_from(ENTRY_POINTS), retriever=st.sampled_from(["bm25", "dense", "hybrid"]), query=QUERY_TEXTS)
+def test_generated_query_text_raises_only_library_errors(
+    query_engines: dict[str, Any], method: str, retriever: str, query: str
+) -> None:
+    # 374 of 9,000 fuzzed queries raised a builtin ValueError (a lone surrogate) from every entry point
+    engine = query_engines["engines"][retriever]
+    valid = not any("\ud800" <= ch <= "\udfff" for ch in query)
+    try:
+        _call_entry_point(engine, query_engines["saved"], method, query)
+    except ToolRerankError as exc:
+        assert not valid, f"{method} refused valid text: {exc!r}"
+        assert "surrogate" in str(exc) or "UTF-8" in str(exc), exc
+        event("refused (library error)")
+        return
+    except Exception as exc:  # noqa: BLE001 - anything else escaping is the failure under test
+        raise AssertionError(f"{method} raised {type(exc).__name__}, not a library error: {exc!r:.300}") from exc
+    assert valid, f"{method} accepted a query with a lone surrogate"
+    event("answered")
+
+
+@pytest.mark.parametrize("query", ["\ud800", "mail \udfff me", "ok \ud83d"])
+def test_a_lone_surrogate_is_a_query_error_from_every_entry_point(query_engines: dict[str, Any], query: str) -> None:
+    from toolrerank_plugins.errors import QueryError
+
+    engine = query_engines["engines"]["hybrid"]
+    for method in ENTRY_POINTS[:-1]:
+        with pytest.raises(QueryError, match="surrogate") as info:
+            _call_entry_point(engine, query_engines["saved"], method, query)
+        assert isinstance(info.value, ValueError) and isinstance(info.value, ToolRerankError)  # both still hold
