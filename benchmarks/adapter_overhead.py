@@ -41,8 +41,9 @@ from typing import Any
 import numpy as np
 
 from toolrerank_plugins.catalog import default_catalog_path
-from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.loaders import load_catalog, load_queries
+from toolrerank_plugins.pipelines import pipeline_config
 from toolrerank_plugins.testing import FakeEmbedder
 
 logger = logging.getLogger("adapter_overhead")
@@ -105,7 +106,7 @@ def main() -> None:
         engine_desc = f"Engine.load({args.engine})"
     else:
         catalog = load_catalog(args.data)
-        engine = Engine.build(catalog, EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+        engine = Engine.build(catalog, pipeline_config("dense"), embedder=FakeEmbedder())
         engine_desc = f"dense FakeEmbedder over {args.data}"
     queries = [q.query for q in load_queries(args.data)][: args.queries] if not args.engine else None
     if not queries:

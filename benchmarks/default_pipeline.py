@@ -138,7 +138,7 @@ def run_dataset(
         cache = _cache(cache_dir, ds)
         if cache is None:
             t = time.perf_counter()
-            cache = Engine.build(catalog, EngineConfig(retriever="dense")).first_stage.embedding_cache()
+            cache = Engine.build(catalog, pipeline_config("dense")).first_stage.embedding_cache()
             logger.info("%s: encoded %d APIs in %.0f s", ds, len(catalog), time.perf_counter() - t)
             if cache_dir is not None:
                 cache_dir.mkdir(parents=True, exist_ok=True)

@@ -34,13 +34,17 @@ from typing import Any
 import numpy as np
 
 from toolrerank_plugins.encoders import Embedder
-from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.evaluation import EvalReport, evaluate, query_metrics
 from toolrerank_plugins.loaders import load_catalog, load_queries
+from toolrerank_plugins.pipelines import pipeline_config
 from toolrerank_plugins.records import LabelledQuery
 from toolrerank_plugins.retrieval.hybrid import HybridConfig, first_stage_from_parts, rrf_fuse
 
 logger = logging.getLogger("first_stage_quality")
+
+#: This script measures textbook reciprocal-rank fusion (the "hybrid" preset), not the default's z-score fusion.
+RRF: dict[str, Any] = {"fusion": "rrf", "confidence_weighted": False}
 
 RETRIEVERS = ("bm25", "dense", "hybrid")
 #: dataset folder -> split evaluated (None = every split in queries.jsonl).
@@ -166,7 +170,7 @@ def _engines_for(
         t = time.perf_counter()
         engines[r] = Engine.build(
             catalog,
-            EngineConfig(retriever=r),  # type: ignore[arg-type]
+            pipeline_config(r),
             embedder=embedder,
             embedding_cache=cache,
         )
@@ -310,16 +314,16 @@ def tune_hybrid(engine: Engine, queries: Sequence[LabelledQuery], train_limit: i
         dw, bw = (0.0, 1.0) if ratio == float("inf") else (1.0, ratio)
         for rrf_k in (1, 5, 10, 20, 30, 60, 100):
             for cand in (10, 20, 50, 100, 200, 300):
-                cfg = HybridConfig(dense_weight=dw, bm25_weight=bw, rrf_k=rrf_k, depth=cand)
+                cfg = HybridConfig(**RRF, dense_weight=dw, bm25_weight=bw, rrf_k=rrf_k, depth=cand)
                 grid.append((cfg, _fused_metrics(d_train, b_train, train, cfg)))
     # Best train Recall@5; ties broken by Recall@10 then NDCG@10 (train only: dev is never looked at here).
     grid.sort(key=lambda x: (-x[1]["recall@5"], -x[1]["recall@10"], -x[1]["ndcg@10"]))
     best_cfg = grid[0][0]
-    default = HybridConfig()
+    default = HybridConfig(**RRF)
     top = []
     for cfg, m_train in grid[:15]:
         top.append({"config": cfg.model_dump(), "train": m_train, "dev": _fused_metrics(d_dev, b_dev, dev, cfg)})
-    equal = [HybridConfig(rrf_k=k, depth=c) for k in EQUAL_WEIGHT_K for c in (50, 100)]
+    equal = [HybridConfig(**RRF, rrf_k=k, depth=c) for k in EQUAL_WEIGHT_K for c in (50, 100)]
     return {
         "equal_weights": [
             {
@@ -443,9 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         tuning = tune_hybrid(eng, queries, args.tune_train_limit)
         tuning["tuned_on"] = tds
         tuning["harness_dev_best"] = verify_with_harness(eng, queries, tuning["best_on_train"])
-        tuning["harness_dev_default"] = verify_with_harness(eng, queries, HybridConfig().model_dump())
+        tuning["harness_dev_default"] = verify_with_harness(eng, queries, HybridConfig(**RRF).model_dump())
         # The default, the train top 15, and equal-weight RRF at several k (candidates for a new default).
-        configs = [HybridConfig().model_dump()] + [t["config"] for t in tuning["top_on_train"]]
+        configs = [HybridConfig(**RRF).model_dump()] + [t["config"] for t in tuning["top_on_train"]]
         configs += [c["config"] for c in tuning["equal_weights"]]
         tuning["other_datasets_dev"] = cross_check(engines, data, configs, args.limit, tds)
         result["hybrid_tuning"] = tuning

@@ -98,9 +98,10 @@ def child_build(args: argparse.Namespace) -> dict[str, Any]:
     _set_threads(args.threads)
     from toolrerank_plugins.catalog import Catalog
     from toolrerank_plugins.encoders import SentenceTransformerEmbedder
-    from toolrerank_plugins.engine import Engine, EngineConfig
+    from toolrerank_plugins.engine import Engine
     from toolrerank_plugins.loaders import load_catalog
     from toolrerank_plugins.loaders.jsonl import spec_from_dict
+    from toolrerank_plugins.pipelines import pipeline_config
 
     tools_file = Path(args.data) / "toolbench" / "tools.jsonl"
     if args.limit:  # parse only the first N records (parsing all 47k is slow on a loaded machine)
@@ -117,7 +118,7 @@ def child_build(args: argparse.Namespace) -> dict[str, Any]:
         embedder = SentenceTransformerEmbedder("default", device="cpu")
         model = embedder.model  # model load is not part of either build
         model.encode(["warm up"], normalize_embeddings=True)
-        cfg = EngineConfig(retriever="dense")
+        cfg = pipeline_config("dense")
         from toolrerank_plugins.render import render_tool
 
         # The bare side gets the same texts, rendered before the clock starts (rendering is engine overhead).
@@ -136,7 +137,7 @@ def child_build(args: argparse.Namespace) -> dict[str, Any]:
             index.add(np.ascontiguousarray(emb, dtype=np.float32))
             out["encode_only_seconds"] = t_enc
     else:  # engine-bm25 / bare-bm25
-        cfg = EngineConfig(retriever="bm25")
+        cfg = pipeline_config("bm25")
         from toolrerank_plugins.render import render_tool
 
         texts = [render_tool(catalog[i], cfg.render) for i in catalog.ids] if kind == "bare-bm25" else None
@@ -248,17 +249,18 @@ class _Engines:
         self._cache: dict[str, np.ndarray] | None = None
 
     def get(self, kind: str, embedder: Any = None) -> Any:
-        from toolrerank_plugins.engine import Engine, EngineConfig
+        from toolrerank_plugins.engine import Engine
 
         path = self.dir / f"toolbench-{kind}"
         if path.is_dir():
             return Engine.load(path, embedder=embedder)
         from toolrerank_plugins.loaders import load_catalog
+        from toolrerank_plugins.pipelines import pipeline_config
         from toolrerank_plugins.retrieval.dense import text_key
 
         if self._catalog is None:
             self._catalog = load_catalog(self.data / "toolbench")
-        cfg = EngineConfig(retriever=kind)  # type: ignore[arg-type]
+        cfg = pipeline_config(kind)
         if kind != "bm25" and self._cache is None:
             from toolrerank_plugins.render import render_tool
 

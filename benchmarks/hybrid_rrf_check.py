@@ -17,7 +17,7 @@ def main() -> None:
     ap.add_argument("--engine", required=True, help="saved hybrid engine over the ToolBench corpus")
     ap.add_argument("--data", default="../shared/data")
     ap.add_argument("--split", default="dev")
-    ap.add_argument("--rrf-k", type=int, nargs="+", default=[60, HybridConfig().rrf_k])
+    ap.add_argument("--rrf-k", type=int, nargs="+", default=[60, HybridConfig(fusion="rrf").rrf_k])
     args = ap.parse_args()
     import torch
 

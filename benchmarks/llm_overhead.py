@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.llm import register_llm
 from toolrerank_plugins.loaders import load_catalog, load_queries
+from toolrerank_plugins.pipelines import pipeline_config
 from toolrerank_plugins.stages import StageSpec, build_stage
 from toolrerank_plugins.testing import ScriptedLLM
 
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.engine:
         engine = Engine.load(args.engine)
     else:
-        engine = Engine.build(load_catalog(root), EngineConfig(retriever="bm25"))
+        engine = Engine.build(load_catalog(root), pipeline_config("bm25"))
     build_s = time.perf_counter() - t
     queries = load_queries(root, split=args.split)
     if args.limit:

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from toolrerank_plugins.catalog import Catalog, default_catalog_path
-from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.evaluation import evaluate, query_metrics
 from toolrerank_plugins.graph.expansion import ExpansionConfig, expand_prerequisites
 from toolrerank_plugins.graph.stage import TGRStage
@@ -96,7 +96,7 @@ class Engines:
     def __init__(self, retriever: str, cache_dir: Path | None, pipeline: str | None = None) -> None:
         self.retriever = retriever
         # a named pipeline's first stage and stages come first; the tgr stage is appended after them
-        self.base = pipeline_config(pipeline) if pipeline else EngineConfig()
+        self.base = pipeline_config(pipeline or "dense")
         # without the pipeline's own graph (the default carries one): "no graph" must mean none, and the
         # variants' tgr stage is the only graph
         stages = [s for s in self.base.stages if s.type != "tgr"]

@@ -43,10 +43,11 @@ import numpy as np
 from first_stage_quality import QueryCacheEmbedder  # sibling script (benchmarks/ is on sys.path when run)
 
 from toolrerank_plugins.catalog import Catalog
-from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.evaluation import evaluate
 from toolrerank_plugins.graph.traces import edges_from_traces, mine_trace_edges
 from toolrerank_plugins.loaders import load_catalog, load_queries
+from toolrerank_plugins.pipelines import pipeline_config
 from toolrerank_plugins.records import Edge, LabelledQuery
 from toolrerank_plugins.stages import StageSpec
 
@@ -64,7 +65,7 @@ class Runner:
 
     def __init__(self, catalog: Catalog, queries: list[LabelledQuery]) -> None:
         self.catalog = catalog
-        self.base = Engine.build(catalog, EngineConfig(retriever="dense"))
+        self.base = Engine.build(catalog, pipeline_config("dense"))
         assert self.base.dense is not None
         # one batched encode of every query, shared by all engines and folds (API vectors: embedding_cache)
         self.memo = QueryCacheEmbedder(self.base.dense.embedder)
@@ -75,7 +76,7 @@ class Runner:
 
     def engine(self, edges: list[Edge], params: dict[str, Any]) -> Engine:
         cat = Catalog(list(self.catalog), edges=edges, source=self.catalog.source)
-        cfg = EngineConfig(retriever="dense", stages=[StageSpec(type="tgr", params=params)])
+        cfg = pipeline_config("dense", stages=[StageSpec(type="tgr", params=params)])
         self.builds += 1
         return Engine.build(cat, cfg, embedder=self.memo, embedding_cache=self.cache)
 

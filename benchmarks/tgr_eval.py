@@ -23,9 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.evaluation import evaluate
 from toolrerank_plugins.loaders import load_catalog, load_queries
+from toolrerank_plugins.pipelines import pipeline_config
 from toolrerank_plugins.stages import StageSpec
 
 KEYS = ("recall@5", "recall@10", "ndcg@5", "ndcg@10", "sufficiency@5", "sufficiency@10")
@@ -98,7 +99,7 @@ def main() -> None:
             catalog = base.catalog
         else:
             catalog = load_catalog(Path(args.data) / ds)
-            base = Engine.build(catalog, EngineConfig(retriever="dense"))
+            base = Engine.build(catalog, pipeline_config("dense"))
         build_s = time.perf_counter() - t
         queries = load_queries(Path(args.data) / ds, split=args.split)
         if args.limit:
@@ -116,7 +117,8 @@ def main() -> None:
                 engine = base
                 graph_stats = None
             else:
-                cfg = EngineConfig(retriever="dense", stages=[StageSpec(type="tgr", params=v["params"])])
+                stages = [StageSpec(type="tgr", params=v["params"])]
+                cfg = pipeline_config("dense", stages=stages)
                 engine = Engine.build(catalog, cfg, embedder=base.embedder, embedding_cache=cache)
                 graph_stats = engine.stages[0].graph.stats()  # type: ignore[attr-defined]
             index_s = time.perf_counter() - t

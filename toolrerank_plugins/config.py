@@ -20,26 +20,55 @@ from toolrerank_plugins.stages import StageSpec
 RetrieverName = str
 
 
+#: The recommended pipeline's stages (see :data:`DEFAULT_PIPELINE`); ``EngineConfig().stages`` is a fresh copy.
+DEFAULT_STAGES: tuple[Mapping[str, Any], ...] = (
+    {"type": "multi_intent"},
+    {"type": "tool_evidence"},
+    {
+        "type": "tgr",
+        "params": {
+            "propagate": False,
+            "expansion": {"enabled": True, "window": 2, "max_inserted": 2, "min_weight": 1.0},
+        },
+    },
+)
+
+
+def _default_stages() -> list[StageSpec]:
+    import copy
+
+    return [StageSpec.model_validate(copy.deepcopy(dict(spec))) for spec in DEFAULT_STAGES]
+
+
 class EngineConfig(RenamedFieldsModel):
     """Everything that defines an engine; saved as ``config.json``.
+
+    With nothing named, ``EngineConfig()`` is the recommended pipeline (:data:`DEFAULT_PIPELINE`, the ``default``
+    preset): hybrid retrieval with identifier-aware, stemmed BM25 and confidence-weighted z-score fusion, then the
+    ``multi_intent``, ``tool_evidence`` and ``tgr`` stages. Name a field to change that part only:
+    ``EngineConfig(retriever="bm25")`` is the default's stages over BM25. The plain baselines are presets
+    (``pipeline_config("bm25")``, ``"dense"``, ``"hybrid"``: one retriever, no stages).
 
     ``retriever`` names the first stage (``dense``, ``bm25``, ``hybrid`` or a registered backend); each
     retriever reads its own section (``dense``, ``bm25``, ``hybrid``).
 
     Example:
+        >>> cfg = EngineConfig()
+        >>> cfg.retriever, [s.type for s in cfg.stages]
+        ('hybrid', ['multi_intent', 'tool_evidence', 'tgr'])
         >>> EngineConfig(retriever="bm25", depth=30).retriever
         'bm25'
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    retriever: RetrieverName = "dense"
+    retriever: RetrieverName = "hybrid"
     depth: int = Field(50, ge=1, description="first-stage depth: candidates handed to the stages (was candidate_k)")
     render: RenderConfig = Field(default_factory=RenderConfig)
     dense: DenseConfig = Field(default_factory=DenseConfig)
     bm25: BM25Config = Field(default_factory=BM25Config)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
-    stages: list[StageSpec] = Field(default_factory=list)
+    stages: list[StageSpec] = Field(default_factory=_default_stages)
 
     renamed_fields: ClassVar[Mapping[str, str]] = {"candidate_k": "depth"}
 
@@ -58,29 +87,20 @@ class EngineConfig(RenamedFieldsModel):
         return value
 
 
-#: The recommended pipeline, "what you get" when you name none: the ``default`` preset of
-#: :mod:`~toolrerank_plugins.pipelines`, ``toolrerank index/eval/demo`` without ``--pipeline``, and both adapters'
-#: constructors without a config. Zero training and no LLM; each part was kept because it pays on the shared
-#: dev sets (docs/benchmarks/default_pipeline.md): identifier-aware BM25 that keeps each word and its stem,
-#: hybrid score fusion weighted per query by each retriever's confidence, each request of a multi-request
-#: message retrieved on its own (``multi_intent``), tool-level evidence (``tool_evidence``), and the dependency
-#: graph's prerequisites of the two leading results (``tgr``: declared edges and typed-id schema edges only,
-#: no graph convolution; settings chosen by cross-validation in docs/benchmarks/tgr_closure.md).
+#: The recommended pipeline, "what you get" when you name none: ``EngineConfig()`` itself, the ``default`` preset
+#: of :mod:`~toolrerank_plugins.pipelines`, ``Engine.build(catalog)``, ``toolrerank index/eval/demo`` without
+#: ``--pipeline`` and both adapters' constructors without a config. Zero training and no LLM; each part was kept
+#: because it pays on the shared dev sets (docs/benchmarks/default_pipeline.md): identifier-aware BM25 that keeps
+#: each word and its stem, hybrid score fusion weighted per query by each retriever's confidence, each request of a
+#: multi-request message retrieved on its own (``multi_intent``), tool-level evidence (``tool_evidence``), and the
+#: dependency graph's prerequisites of the two leading results (``tgr``: declared edges and typed-id schema edges
+#: only, no graph convolution; settings chosen by cross-validation in docs/benchmarks/tgr_closure.md).
+#: The field defaults of :class:`EngineConfig`, ``BM25Config`` and ``HybridConfig`` are these values (a test checks).
 DEFAULT_PIPELINE: Mapping[str, Any] = {
     "retriever": "hybrid",
     "bm25": {"tokenizer": "identifiers", "stemmer": "english"},
     "hybrid": {"fusion": "zscore", "confidence_weighted": True},
-    "stages": [
-        {"type": "multi_intent"},
-        {"type": "tool_evidence"},
-        {
-            "type": "tgr",
-            "params": {
-                "propagate": False,
-                "expansion": {"enabled": True, "window": 2, "max_inserted": 2, "min_weight": 1.0},
-            },
-        },
-    ],
+    "stages": list(DEFAULT_STAGES),
 }
 
 #: The default with each request of a multi-request message matched by BM25 alone (``requests_by="lexical"``): the
@@ -98,12 +118,10 @@ DEFAULT_FAST_PIPELINE: Mapping[str, Any] = {
 
 
 def default_config() -> EngineConfig:
-    """A fresh :class:`EngineConfig` of the recommended pipeline (:data:`DEFAULT_PIPELINE`).
+    """A fresh :class:`EngineConfig` of the recommended pipeline (:data:`DEFAULT_PIPELINE`): ``EngineConfig()``.
 
     Example:
         >>> [s.type for s in default_config().stages]
         ['multi_intent', 'tool_evidence', 'tgr']
     """
-    import copy
-
-    return EngineConfig.model_validate(copy.deepcopy(dict(DEFAULT_PIPELINE)))
+    return EngineConfig()

@@ -25,19 +25,31 @@ from toolrerank_plugins.config import DEFAULT_FAST_PIPELINE, DEFAULT_PIPELINE
 from toolrerank_plugins.engine import EngineConfig
 from toolrerank_plugins.errors import ConfigError
 
+#: The textbook settings of each first stage, which ``EngineConfig()``'s recommended defaults replace: plain
+#: bm25s tokens without stemming, and reciprocal-rank fusion.
+PLAIN_SECTIONS: Mapping[str, Any] = {
+    "bm25": {"tokenizer": "plain", "stemmer": None},
+    "hybrid": {"fusion": "rrf", "confidence_weighted": False},
+}
+
+
+def _plain(retriever: str, *, stages: list[dict[str, Any]] | None = None, **sections: Any) -> dict[str, Any]:
+    # One retriever with its textbook settings and the given stages (none by default).
+    return {"retriever": retriever, **copy.deepcopy(dict(PLAIN_SECTIONS)), **sections, "stages": stages or []}
+
 
 def _hierarchy(retriever: str) -> dict[str, Any]:
     # Training-free ToolRerank hierarchy reranking over one first stage.
-    return {
-        "retriever": retriever,
-        "depth": 50,
-        "stages": [{"type": "toolrerank", "params": {"classification": "single", "m_s": 30, "m_u": 30}}],
-    }
+    return _plain(
+        retriever,
+        depth=50,
+        stages=[{"type": "toolrerank", "params": {"classification": "single", "m_s": 30, "m_u": 30}}],
+    )
 
 
 def _llm_stage(retriever: str, stage: str) -> dict[str, Any]:
     # The LLM stages find their LLM in the registry (``toolrerank eval --llm ...`` registers one).
-    return {"retriever": retriever, "stages": [{"type": stage}]}
+    return _plain(retriever, stages=[{"type": stage}])
 
 
 #: The name of the recommended pipeline (:data:`toolrerank_plugins.config.DEFAULT_PIPELINE`), what you get when you
@@ -49,12 +61,13 @@ PRESETS: Mapping[str, Mapping[str, Any]] = {
     DEFAULT_PIPELINE_NAME: DEFAULT_PIPELINE,
     # The default with the requests of a message matched lexically: about plain hybrid's cost.
     "default-fast": DEFAULT_FAST_PIPELINE,
-    "dense": {"retriever": "dense"},
-    "bm25": {"retriever": "bm25"},
-    "hybrid": {"retriever": "hybrid"},
-    "dense-hnsw": {"retriever": "dense", "dense": {"index": "hnsw"}},
+    # The plain baselines: one retriever with its textbook settings, no stages.
+    "dense": _plain("dense"),
+    "bm25": _plain("bm25"),
+    "hybrid": _plain("hybrid"),
+    "dense-hnsw": _plain("dense", dense={"index": "hnsw"}),
     # Zero-training dependency graph (declared + schema data-flow edges) with prerequisite expansion.
-    "hybrid+tgr": {"retriever": "hybrid", "stages": [{"type": "tgr", "params": {"expansion": {"enabled": True}}}]},
+    "hybrid+tgr": _plain("hybrid", stages=[{"type": "tgr", "params": {"expansion": {"enabled": True}}}]),
     "bm25-hierarchy": _hierarchy("bm25"),
     "dense-hierarchy": _hierarchy("dense"),
     "hybrid-hierarchy": _hierarchy("hybrid"),
@@ -94,13 +107,22 @@ def known_pipelines() -> list[str]:
     return sorted(_PIPELINES)
 
 
-def pipeline_config(name_or_path: str | os.PathLike[str]) -> EngineConfig:
+def pipeline_config(name_or_path: str | os.PathLike[str], **fields: Any) -> EngineConfig:
     """EngineConfig for a pipeline name, or for a JSON file (an EngineConfig, or a saved config.json).
+
+    ``fields`` replace whole top-level fields of that config and are validated with it, e.g.
+    ``pipeline_config("bm25", stages=[{"type": "multi_intent"}])``: plain BM25 with one stage.
+
+    Example:
+        >>> cfg = pipeline_config("hybrid", depth=20)
+        >>> cfg.hybrid.fusion, cfg.depth, cfg.stages
+        ('rrf', 20, [])
 
     Raises:
         ConfigError: an unknown name, or a file that is not a valid engine config.
         TypeError: ``name_or_path`` is neither a string nor a path (the library's convention for a wrong
             argument type, as in ``Engine.search``).
+        pydantic.ValidationError: ``fields`` do not make a valid config (as from ``EngineConfig(...)``).
     """
     if not isinstance(name_or_path, (str, os.PathLike)):
         raise TypeError(
@@ -108,12 +130,18 @@ def pipeline_config(name_or_path: str | os.PathLike[str]) -> EngineConfig:
             f"{type(name_or_path).__name__}"
         )
     if name_or_path in _PIPELINES:
-        return _PIPELINES[name_or_path]()
-    path = Path(name_or_path)
-    if path.suffix == ".json" and path.is_file():
+        config = _PIPELINES[name_or_path]()
+    else:
+        path = Path(name_or_path)
+        if not (path.suffix == ".json" and path.is_file()):
+            raise ConfigError(
+                f"unknown pipeline {name_or_path!r}; known: {', '.join(known_pipelines())} (or a .json config)"
+            )
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            return EngineConfig.model_validate(data.get("engine", data))
+            config = EngineConfig.model_validate(data.get("engine", data))
         except Exception as exc:
             raise ConfigError(f"{path}: not a valid engine config ({exc})") from exc
-    raise ConfigError(f"unknown pipeline {name_or_path!r}; known: {', '.join(known_pipelines())} (or a .json config)")
+    if not fields:
+        return config
+    return EngineConfig.model_validate({**config.model_dump(), **fields})

@@ -7,8 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests._fuzz import FUZZ
-from toolrerank_plugins import Engine, EngineConfig
+from toolrerank_plugins import Engine
 from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.pipelines import pipeline_config
 from toolrerank_plugins.records import ScoredTool, ToolSpec
 from toolrerank_plugins.rerank.intents import api_action, by_action, leading_words, request_action
 
@@ -156,7 +157,7 @@ def _meetings() -> Catalog:
 
 def _engine(**params: object) -> Engine:
     return Engine.build(
-        _meetings(), EngineConfig(retriever="bm25", stages=[{"type": "multi_intent", "params": params}])
+        _meetings(), pipeline_config("bm25", stages=[{"type": "multi_intent", "params": params}])
     )
 
 
@@ -188,7 +189,7 @@ def _registrations(engine_params: dict[str, object]) -> Engine:
         ]
     )
     return Engine.build(
-        catalog, EngineConfig(retriever="bm25", stages=[{"type": "multi_intent", "params": engine_params}])
+        catalog, pipeline_config("bm25", stages=[{"type": "multi_intent", "params": engine_params}])
     )
 
 

@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 
 from toolrerank_plugins.agents import BaseToolSelector, DFSDTSearch, ModelReply, ToolCall, run_tool_loop
-from toolrerank_plugins.config import EngineConfig
 from toolrerank_plugins.engine import Engine
+from toolrerank_plugins.pipelines import pipeline_config
 from toolrerank_plugins.testing import FakeEmbedder, fake_implementation, fake_result, tiny_catalog
 from toolrerank_plugins.testing.agents import CallableTool, ScriptedAgentPort, ToolScript, search_tool
 
 
 @pytest.fixture(scope="module")
 def engine() -> Engine:
-    return Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+    return Engine.build(tiny_catalog(), pipeline_config("dense"), embedder=FakeEmbedder())
 
 
 def _selector(

@@ -20,6 +20,7 @@ from toolrerank_plugins.llm.feedback import FeedbackConfig
 from toolrerank_plugins.llm.qta import QTAConfig
 from toolrerank_plugins.llm.query_generation import QueryGenerationConfig
 from toolrerank_plugins.persistence import version_dir
+from toolrerank_plugins.pipelines import pipeline_config
 from toolrerank_plugins.records import ScoredTool
 from toolrerank_plugins.rerank.stage import ToolRerankConfig
 from toolrerank_plugins.retrieval.base import FirstStageType, Hit, register_first_stage
@@ -87,7 +88,7 @@ class _Negate(Stage):
 
 
 def test_the_engine_installs_and_removes_a_stages_document_transform() -> None:
-    engine = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+    engine = Engine.build(tiny_catalog(), pipeline_config("dense"), embedder=FakeEmbedder())
     q = "send an email message"
     plain = [r.id for r in engine.search(q, top_k=len(engine.catalog))]
     engine.stages = [_Negate()]
@@ -105,7 +106,7 @@ def test_a_new_first_stage_backend_plugs_in_through_the_registry(tmp_path: Path)
         FirstStageType(build=lambda cfg, emb: WordSetIndex(), load=lambda root, cfg, emb: WordSetIndex.load(root, cfg)),
         replace=True,
     )
-    engine = Engine.build(tiny_catalog(), EngineConfig(retriever="keyword"))
+    engine = Engine.build(tiny_catalog(), EngineConfig(retriever="keyword", stages=[]))
     top = engine.search("send email", top_k=1)[0]
     assert top.tool.name == "send_email" and top.stage_scores == {"keyword": 2.0}
     back = Engine.load(engine.save(tmp_path / "eng"))

@@ -63,7 +63,8 @@ def test_identifier_tokenizer_matches_words_inside_api_names() -> None:
         ("getWeatherForecast", "Outlook for a city"),
     )
     texts = [f"{s.name}: {s.description}" for s in cat]
-    plain, ident = BM25Retriever(BM25Config()), BM25Retriever(BM25Config(tokenizer="identifiers"))
+    plain = BM25Retriever(BM25Config(tokenizer="plain", stemmer=None))
+    ident = BM25Retriever(BM25Config(tokenizer="identifiers", stemmer=None))
     plain.index(cat.ids, texts)
     ident.index(cat.ids, texts)
     query = ["analyze the evidence", "weather forecast"]
@@ -225,7 +226,7 @@ def test_the_default_multi_intent_splits_at_and_before_an_action_verb() -> None:
 
 
 def _engine(stages: list[dict[str, object]]) -> Engine:
-    return Engine.build(tiny_catalog(), EngineConfig(retriever="bm25", stages=stages))
+    return Engine.build(tiny_catalog(), pipeline_config("bm25", stages=stages))
 
 
 def test_multi_intent_surfaces_each_request() -> None:

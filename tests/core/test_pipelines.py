@@ -126,3 +126,34 @@ def test_pipeline_config_reads_a_path_object_and_refuses_infinity(tmp_path: Path
     cfg.write_text('{"retriever": "bm25", "bm25": {"k1": Infinity}}')
     with pytest.raises(ConfigError, match="(?s)cfg.json: not a valid engine config .*finite number"):
         pipeline_config(cfg)
+
+
+def test_one_default_everywhere() -> None:
+    """Issue 26: EngineConfig() and Engine.build(catalog) gave plain dense while the CLI gave the default."""
+    from toolrerank_plugins.config import DEFAULT_PIPELINE, EngineConfig, default_config
+    from toolrerank_plugins.engine import Engine
+    from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
+
+    default = pipeline_config("default")
+    assert EngineConfig() == default == default_config()
+    assert EngineConfig.model_validate(DEFAULT_PIPELINE) == default  # the documented mapping is the defaults
+    assert default.retriever == "hybrid" and [s.type for s in default.stages] == [
+        "multi_intent",
+        "tool_evidence",
+        "tgr",
+    ]
+    assert Engine.build(tiny_catalog(), embedder=FakeEmbedder()).config == default
+    # A named field changes that part only; the plain baselines are presets without stages.
+    assert EngineConfig(retriever="bm25").stages == default.stages
+    for name in ("bm25", "dense", "hybrid"):
+        plain = pipeline_config(name)
+        assert plain.stages == [] and plain.bm25.tokenizer == "plain" and plain.hybrid.fusion == "rrf"
+
+
+def test_pipeline_config_fields_replace_and_are_validated() -> None:
+    from pydantic import ValidationError
+
+    cfg = pipeline_config("bm25", depth=7, stages=[{"type": "multi_intent"}])
+    assert cfg.depth == 7 and [s.type for s in cfg.stages] == ["multi_intent"] and cfg.bm25.stemmer is None
+    with pytest.raises(ValidationError):
+        pipeline_config("bm25", depth=0)

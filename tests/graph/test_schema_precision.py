@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolrerank_plugins.catalog import Catalog
-from toolrerank_plugins.engine import Engine, EngineConfig
+from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.graph.schema_deps import (
     SchemaConfig,
     SchemaDependencyDetector,
@@ -20,6 +20,7 @@ from toolrerank_plugins.graph.schema_deps import (
     typed_match,
 )
 from toolrerank_plugins.loaders import from_mcp_tools
+from toolrerank_plugins.pipelines import pipeline_config
 from toolrerank_plugins.records import ToolSpec
 from toolrerank_plugins.stages import StageSpec
 
@@ -135,11 +136,11 @@ def test_mcp_git_request_gets_no_time_tool_from_the_graph() -> None:
 
     def search(**schema: str) -> tuple[list[str], list[dict[str, Any]]]:
         params = {"propagate": False, "expansion": {"enabled": True, "window": 5}, "schema_detector": schema}
-        engine = Engine.build(catalog, EngineConfig(retriever="bm25", stages=[StageSpec(type="tgr", params=params)]))
+        engine = Engine.build(catalog, pipeline_config("bm25", stages=[StageSpec(type="tgr", params=params)]))
         res = engine.search_detailed(query, top_k=5)
         return [r.id for r in res.results], res.trace["tgr"]["expanded"]
 
-    plain = [r.id for r in Engine.build(catalog, EngineConfig(retriever="bm25")).search(query, top_k=5)]
+    plain = [r.id for r in Engine.build(catalog, pipeline_config("bm25")).search(query, top_k=5)]
     assert "git/git_diff" in plain
     _, old_expanded = search(cross_tool="name")
     assert {"id": "time/convert_time", "prerequisite_of": "git/git_diff"}.items() <= old_expanded[0].items()  # the bug

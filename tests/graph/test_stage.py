@@ -11,6 +11,7 @@ from toolrerank_plugins.errors import ConfigError
 from toolrerank_plugins.graph.builder import build_graph
 from toolrerank_plugins.graph.tool_graph import GraphError
 from toolrerank_plugins.persistence import version_dir
+from toolrerank_plugins.pipelines import pipeline_config
 from toolrerank_plugins.records import ToolSpec
 from toolrerank_plugins.stages import StageSpec
 from toolrerank_plugins.testing import FakeEmbedder
@@ -31,7 +32,7 @@ def test_propagation_is_installed_at_index_time(bank: Catalog) -> None:
     assert not np.allclose(raw[row["GetUserToken"]], idx[row["GetUserToken"]])  # took in its dependents
     np.testing.assert_allclose(raw[row["Weather"]], idx[row["Weather"]], atol=1e-6)  # no edges
     # The prerequisite now scores higher for a query about its dependent than without TGR.
-    plain = Engine.build(bank, EngineConfig(), embedder=FakeEmbedder(64))
+    plain = Engine.build(bank, pipeline_config("dense"), embedder=FakeEmbedder(64))
     q = "delete the user account"
     s_tgr = {r.id: r.score for r in engine.search(q, top_k=6)}["GetUserToken"]
     s_plain = {r.id: r.score for r in plain.search(q, top_k=6)}["GetUserToken"]

@@ -217,10 +217,10 @@ def test_natural_requests_find_the_right_tool(listed: dict[str, Any]) -> None:
 
 @pytest.mark.model
 @pytest.mark.slow  # ~5 s to load MiniLM on an idle CPU, 30 s on a busy one
-def test_natural_requests_with_the_default_engine(listed: dict[str, Any]) -> None:
+def test_natural_requests_with_the_dense_engine(listed: dict[str, Any]) -> None:
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("faiss")
-    engine = Engine.build(listed["catalog"], EngineConfig())  # dense, the bundled MiniLM
+    engine = Engine.build(listed["catalog"], pipeline_config("dense"))  # dense, the bundled MiniLM
     ranks = _ranks(engine)
     for query, expected, rank in REQUESTS[:3]:
         assert expected in ranks[query][:rank], (query, ranks[query])

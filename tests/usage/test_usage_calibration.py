@@ -13,6 +13,7 @@ from tests._fuzz import FUZZ
 from toolrerank_plugins import Engine, EngineConfig
 from toolrerank_plugins.errors import PersistenceError
 from toolrerank_plugins.persistence import version_dir
+from toolrerank_plugins.pipelines import pipeline_config
 from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
 from toolrerank_plugins.usage import (
     CALIBRATION_FILE,
@@ -69,7 +70,7 @@ UNTRUSTED = [
 
 
 def test_calibrated_memory_leaves_the_ranking_alone_when_its_votes_were_wrong_on_the_log():
-    base = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+    base = Engine.build(tiny_catalog(), pipeline_config("dense"), embedder=FakeEmbedder())
     query = TEMPLATE.format("send an email to alice")
     assert _ids(base, query, 1) == [SEND]
     weighted = _learned(UNTRUSTED, fusion="weighted")
@@ -91,7 +92,7 @@ CODED_LOG = [UsageRecord(q, relevant=(tool,)) for tool, qs in CODED.items() for 
 
 
 def test_calibrated_memory_promotes_what_served_similar_requests_when_that_was_right():
-    base = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+    base = Engine.build(tiny_catalog(), pipeline_config("dense"), embedder=FakeEmbedder())
     engine = _learned(CODED_LOG + CONFUSERS)
     cal = engine.stages[0].calibration
     assert cal.fitted and 0 < cal.n_right < cal.n_votes
@@ -178,7 +179,7 @@ def test_huge_integers_in_the_calibration_file_are_a_persistence_error(tmp_path)
 
 
 def test_without_evidence_only_a_word_for_word_repeat_moves_a_tool():
-    base = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+    base = Engine.build(tiny_catalog(), pipeline_config("dense"), embedder=FakeEmbedder())
     engine = _learned([UsageRecord("mail my landlord about the rent", relevant=(SEND,))])
     cal = engine.stages[0].calibration
     assert not cal.fitted and cal.n_votes == 0  # one record: no leave-one-out vote, no evidence

@@ -29,13 +29,14 @@ class HybridConfig(RenamedFieldsModel):
     # one's top hits (docs/benchmarks/first_stage.md, "Hybrid fusion").
     rrf_k: int = Field(5, ge=1, description="RRF constant: score = sum(w / (rrf_k + rank))")
     depth: int = Field(100, ge=1, description="how deep each ranking is fused (was candidates)")
+    # The defaults are the recommended pipeline's (config.DEFAULT_PIPELINE); the "hybrid" preset spells out RRF.
     fusion: Literal["rrf", "minmax", "zscore"] = Field(
-        "rrf",
+        "zscore",
         description="rrf: reciprocal-rank fusion; minmax / zscore: each ranking's scores normalised per query "
         "(over its fused depth) and combined with the weights as a convex combination",
     )
     confidence_weighted: bool = Field(
-        False,
+        True,
         description="zscore only: scale each ranking's weight by its top hit's z-score in this query, so the "
         "retriever that separates its best match more clearly counts more",
     )

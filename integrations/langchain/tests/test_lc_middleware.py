@@ -18,6 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.llm import unregister_llm
+from toolrerank_plugins.pipelines import pipeline_config
 from toolrerank_plugins.testing import tiny_catalog
 
 WEATHER = {"forecast", "current_weather", "get_forecast"}
@@ -28,8 +29,7 @@ LIMIT = {"recursion_limit": 20}
 
 
 def _engine(stages: list[dict[str, Any]] | None = None) -> Engine:
-    cfg = EngineConfig.model_validate({"retriever": "bm25", "depth": 10, "stages": stages or []})
-    return Engine.build(tiny_catalog(), cfg)
+    return Engine.build(tiny_catalog(), pipeline_config("bm25", depth=10, stages=stages or []))
 
 
 def _tools(engine: Engine) -> dict[str, Any]:
