@@ -117,6 +117,36 @@ DEFAULT_FAST_PIPELINE: Mapping[str, Any] = {
 }
 
 
+#: What each field meant when a saved ``config.json`` left it out: the values before ``EngineConfig()`` became the
+#: recommended pipeline. Engines saved since then name every field; older ones (saved before the identifier
+#: tokenizer, score fusion and stages existed, or by hand) keep the behaviour they were built with.
+LEGACY_DEFAULTS: Mapping[str, Any] = {
+    "retriever": "dense",
+    "stages": [],
+    "bm25": {"tokenizer": "plain", "stemmer": None},
+    "hybrid": {"fusion": "rrf", "confidence_weighted": False},
+}
+
+
+def saved_config(data: Any) -> EngineConfig:
+    """The :class:`EngineConfig` of a saved engine's ``config.json`` ``engine`` section: fields it leaves out take
+    :data:`LEGACY_DEFAULTS`, the values they had when such a file was written, not today's recommended ones.
+
+    Example:
+        >>> saved_config({"retriever": "bm25"}).bm25.tokenizer, saved_config({}).retriever
+        ('plain', 'dense')
+    """
+    if not isinstance(data, Mapping):
+        return EngineConfig.model_validate(data)  # pydantic names the type it expected
+    filled = dict(data)
+    for key, legacy in LEGACY_DEFAULTS.items():
+        if key not in filled:
+            filled[key] = legacy
+        elif isinstance(legacy, Mapping) and isinstance(filled[key], Mapping):
+            filled[key] = {**legacy, **filled[key]}
+    return EngineConfig.model_validate(filled)
+
+
 def default_config() -> EngineConfig:
     """A fresh :class:`EngineConfig` of the recommended pipeline (:data:`DEFAULT_PIPELINE`): ``EngineConfig()``.
 

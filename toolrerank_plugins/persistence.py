@@ -68,7 +68,7 @@ from pydantic import ValidationError
 from toolrerank_plugins._compat import check_config_value
 from toolrerank_plugins._version import FORMAT_VERSION, __version__
 from toolrerank_plugins.catalog import Catalog
-from toolrerank_plugins.config import EngineConfig
+from toolrerank_plugins.config import EngineConfig, saved_config
 from toolrerank_plugins.errors import CatalogError, PersistenceError, SaveError
 from toolrerank_plugins.loaders.jsonl import load_edges, load_tools_jsonl, write_edges, write_tools_jsonl
 from toolrerank_plugins.retrieval.base import FirstStage, get_first_stage_type
@@ -672,7 +672,7 @@ def _read_version(root: Path, *, embedder: Embedder | None, verify: bool) -> Eng
     cfg = _os_errors_named(root, read_config, root)
     cfg_file = root / "config.json"
     try:
-        config = EngineConfig.model_validate(cfg["engine"])
+        config = saved_config(cfg["engine"])  # fields an older save left out keep their old meaning
     except (ValidationError, ValueError, TypeError) as exc:
         if verify:
             _os_errors_named(root, verify_manifest, root)  # a corrupt file is the likelier cause: say so

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from toolrerank_plugins.config import DEFAULT_FAST_PIPELINE, DEFAULT_PIPELINE
+from toolrerank_plugins.config import DEFAULT_FAST_PIPELINE, DEFAULT_PIPELINE, saved_config
 from toolrerank_plugins.engine import EngineConfig
 from toolrerank_plugins.errors import ConfigError
 
@@ -139,7 +139,8 @@ def pipeline_config(name_or_path: str | os.PathLike[str], **fields: Any) -> Engi
             )
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            config = EngineConfig.model_validate(data.get("engine", data))
+            # a saved config.json (its "engine" section) keeps the meaning it was saved with
+            config = saved_config(data["engine"]) if "engine" in data else EngineConfig.model_validate(data)
         except Exception as exc:
             raise ConfigError(f"{path}: not a valid engine config ({exc})") from exc
     if not fields:

@@ -198,6 +198,28 @@ def test_an_engine_saved_in_format_1_with_the_old_names_loads(tmp_path: Path) ->
     assert [r.id for r in back.search("send an email", 3)] == [r.id for r in engine.search("send an email", 3)]
 
 
+def test_an_engine_saved_before_the_recommended_defaults_keeps_its_meaning(tmp_path: Path) -> None:
+    """Engines saved before c321392 have no tokenizer/stemmer/fusion/stages in config.json (and older ones no
+    retriever): they must load as what they were built as, not as today's recommended defaults."""
+    old = pipeline_config("hybrid")  # plain BM25 tokens, RRF, no stages: what those fields meant then
+    engine = Engine.build(tiny_catalog(), old, embedder=FakeEmbedder())
+    path = engine.save(tmp_path / "eng")
+    meta = json.loads((version_dir(path) / "config.json").read_text())
+    cfg = meta["engine"]
+    for key in ("stages",):
+        del cfg[key]
+    for section, keys in (("bm25", ("tokenizer", "stemmer")), ("hybrid", ("fusion", "confidence_weighted"))):
+        for key in keys:
+            del cfg[section][key]
+    (version_dir(path) / "config.json").write_text(json.dumps(meta))
+    back = Engine.load(path, embedder=FakeEmbedder(), verify=False)
+    assert back.config == old
+    assert [r.id for r in back.search("send an email", 5)] == [r.id for r in engine.search("send an email", 5)]
+    del cfg["retriever"]
+    (version_dir(path) / "config.json").write_text(json.dumps(meta))
+    assert pipeline_config(version_dir(path) / "config.json").retriever == "dense"  # the old EngineConfig()
+
+
 def test_stage_retrieval_with_llm_made_text_tolerates_lone_surrogates() -> None:
     engine = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
     (hits,) = engine.context.retrieve(["send an email \ud800"], 3)  # raised UnicodeEncodeError before
