@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy as _copy
 import hashlib
+import io
 import json
 import logging
 import threading
@@ -352,10 +353,10 @@ class DenseRetriever(FirstStage):
         faiss = require("faiss")
         path = root / self.name
         path.mkdir(parents=True, exist_ok=True)
-        np.save(path / "embeddings.npy", self._emb, allow_pickle=False)
+        _write_npy(path / "embeddings.npy", self._emb)
         (path / "ids.json").write_text(json.dumps({"ids": self._ids, "text_keys": self._keys}), encoding="utf-8")
         if self._index is not None:
-            faiss.write_index(self._index, str(path / "faiss.index"))
+            _write_index(faiss, self._index, path / "faiss.index")
         (path / "dense.json").write_text(
             json.dumps({"model_id": self.embedder.model_id, "count": len(self._ids)}), encoding="utf-8"
         )
@@ -430,6 +431,32 @@ def _read_json(file: Path) -> Any:
         return json.loads(file.read_bytes().decode("utf-8"))
     except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise PersistenceError(f"{file}: missing or corrupt dense index file ({exc})") from exc
+
+
+# Both binary files are built in memory and written through Python's file API, so that a full disk (or any
+# failed write) is an OSError with its errno and the OS's reason, which the save turns into a SaveError.
+def _write_index(faiss: Any, index: Any, file: Path) -> None:
+    """Write a faiss index (the bytes ``faiss.write_index`` writes).
+
+    ``faiss.write_index`` reports a failed write as a ``RuntimeError`` (``write error in ...: 49107 != 128000
+    (No space left on device)``), and a write that fails only when it closes the file (an index that fits in
+    stdio's buffer, on a full disk) not at all: it leaves an empty file behind.
+    """
+    try:
+        data = faiss.serialize_index(index)  # a uint8 array
+    except RuntimeError as exc:  # not the disk: an index faiss cannot serialise
+        raise PersistenceError(f"{file}: faiss cannot serialise the index ({exc})") from exc
+    with file.open("wb") as fh:
+        fh.write(memoryview(data))
+
+
+def _write_npy(file: Path, array: np.ndarray) -> None:
+    """Write ``array`` as ``.npy`` (no pickle). ``np.save`` to a file writes with ``ndarray.tofile``, whose
+    failed write is an ``OSError`` with neither errno nor reason (``3840 requested and 992 written``)."""
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    with file.open("wb") as fh:
+        fh.write(buf.getbuffer())
 
 
 def _check_batch(ids: Sequence[str], texts: Sequence[str]) -> None:
