@@ -39,7 +39,9 @@ def test_prerequisite_inserted_right_after_dependent_primary_stays_first() -> No
             "weight": 1.0,
         }
     ]
-    assert out[1].score == out[0].score  # non-increasing scores
+    # between its neighbours: scores stay non-increasing and the prerequisite does not tie the result it serves
+    assert out[0].score > out[1].score > out[2].score
+    assert out[1].score == (out[0].score + out[2].score) / 2 and out[1].stage_scores["tgr"] == out[1].score
 
 
 def test_lower_ranked_prerequisite_moves_up_and_higher_one_stays() -> None:

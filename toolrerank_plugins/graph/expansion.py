@@ -18,8 +18,9 @@ Two modes (``ExpansionConfig.mode``):
   results, which keep their ranks), or ``score`` (a prerequisite ``d`` hops away scores
   ``score_factor ** d`` times its result and is placed by score among the others).
 
-An inserted API takes the score of the result just above it, so scores stay non-increasing; the trace
-lists each insertion.
+An inserted API scores halfway between the results it is placed between (the score of the one above when it goes
+last or they tie), so scores stay non-increasing and an inserted API does not tie the result it serves; the trace
+lists each insertion and why (``prerequisite_of``, ``origin``).
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ def expand_prerequisites(
 ) -> tuple[list[ScoredTool], list[dict[str, Any]]]:
     """Ranking with prerequisites inserted, and a record of each insertion (for the trace).
 
-    An inserted API gets the score of the result above it (so scores stay non-increasing) and is
+    An inserted API scores between its neighbours (:func:`between`; scores stay non-increasing) and is
     explained in the trace (``prerequisite_of``, ``from_rank``, ``to_rank``, ``origin``, ``weight``; the
     ``closure`` mode adds ``for``, the retrieved result whose closure it belongs to, and ``depth``).
     """
@@ -178,11 +179,9 @@ def _expand_direct(
             spec = catalog.get(pre_id)
             if spec is None:
                 continue
-            if current is not None:
-                moved = items.pop(current)
-                entry = moved.with_stage(stage, dep.score)
-            else:
-                entry = ScoredTool(spec, dep.score, 0, {stage: dep.score})
+            moved = items.pop(current) if current is not None else None
+            score = between(items, pos)
+            entry = moved.with_stage(stage, score) if moved is not None else ScoredTool(spec, score, 0, {stage: score})
             items.insert(pos, entry)
             inserted.append(
                 {
@@ -374,7 +373,7 @@ def _expand_closure(
                     while pos < len(items) and items[pos].id in placed:
                         pos += 1  # after what was already inserted for this result
             if not by_score:
-                score = items[pos - 1].score if pos > 0 else items[0].score
+                score = between(items, pos)
             put(pre_id, via, depth, data, dep_id, moved, current, pos, score)
     point = config.overflow_after  # what did not fit the budget goes after this many results
     for pre_id, via, depth, data, dep_id in spill:
@@ -384,9 +383,28 @@ def _expand_closure(
         moved = items.pop(current) if current is not None else None
         pos = min(point, len(items))
         point += 1
-        score = items[pos - 1].score if pos > 0 else items[0].score
-        put(pre_id, via, depth, data, dep_id, moved, current, pos, score, overflow=True)
+        put(pre_id, via, depth, data, dep_id, moved, current, pos, between(items, pos), overflow=True)
     return items, inserted
+
+
+def between(items: list[ScoredTool], pos: int) -> float:
+    """The score of an API about to be inserted at ``pos``: halfway between its neighbours-to-be, so the ranking's
+    scores stay non-increasing without tying the result above; the above one's score when it goes last or they tie.
+
+    Example:
+        >>> from toolrerank_plugins.records import ToolSpec
+        >>> ranked = [ScoredTool(ToolSpec(str(i), str(i)), s, i + 1) for i, s in enumerate([0.9, 0.5])]
+        >>> between(ranked, 1), between(ranked, 2), between(ranked, 0)
+        (0.7, 0.5, 0.9)
+    """
+    if not items:
+        return 0.0
+    if pos <= 0:
+        return items[0].score
+    above = items[pos - 1].score
+    if pos >= len(items) or items[pos].score >= above:
+        return above
+    return (above + items[pos].score) / 2
 
 
 def _target(items: list[ScoredTool], dep_id: str, depth: int, config: ExpansionConfig) -> float:
