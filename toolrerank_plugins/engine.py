@@ -331,6 +331,24 @@ class Engine:
             state = self._state
             self._state = self._indexed(state, state.catalog, state.first_stage, new, first_stage_is_new=False)
 
+    def score_scales(self) -> dict[str, str]:
+        """What each key of a result's ``stage_scores`` means, in pipeline order: the first stage's scores (for
+        hybrid, each retriever's and the fusion's) and each stage's. A result's ``score`` is on the scale of the
+        last key in its ``stage_scores``. Scores of different keys are not comparable.
+
+        Example:
+            >>> from toolrerank_plugins.pipelines import pipeline_config
+            >>> from toolrerank_plugins.testing import tiny_catalog
+            >>> engine = Engine.build(tiny_catalog(), pipeline_config("bm25"))
+            >>> list(engine.score_scales())
+            ['bm25']
+        """
+        state = self._state
+        scales = dict(state.first_stage.score_scales())
+        for stage in state.stages:
+            scales[stage.name] = stage.score_scale
+        return scales
+
     def render(self, spec: ToolSpec) -> str:
         """The text models see for ``spec`` (see :func:`~toolrerank_plugins.render.render_tool`)."""
         return render_tool(spec, self.config.render)

@@ -198,6 +198,9 @@ class Stage(ABC):
     """
 
     name: str = "stage"
+    #: What this stage's score in ``stage_scores`` (and the final score, when it is the last stage) means; shown by
+    #: ``--explain`` and :meth:`Engine.score_scales`. Scores of different stages are on different scales.
+    score_scale: str = "this stage's score: higher is better; compare it within one query only"
 
     @abstractmethod
     def run(

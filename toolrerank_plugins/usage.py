@@ -1062,6 +1062,11 @@ class UsageMemoryStage(Stage):
     ``1/(rrf_k + rank) + weight * vote``). No similar past request: the candidates come back unchanged (the
     same objects)."""
 
+    score_scale = (
+        "the probability, calibrated on the usage log, that an API with this rank and this vote of similar past "
+        "requests served the request, 0 to 1 (fusion='weighted': a reciprocal-rank fusion score)"
+    )
+
     def __init__(
         self,
         config: UsageMemoryConfig,

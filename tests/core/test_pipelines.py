@@ -157,3 +157,20 @@ def test_pipeline_config_fields_replace_and_are_validated() -> None:
     assert cfg.depth == 7 and [s.type for s in cfg.stages] == ["multi_intent"] and cfg.bm25.stemmer is None
     with pytest.raises(ValidationError):
         pipeline_config("bm25", depth=0)
+
+
+@pytest.mark.parametrize("name", [n for n in known_pipelines() if "+" not in n or n == "hybrid+tgr"])
+def test_every_stage_score_has_a_stated_scale(name: str) -> None:
+    """Issue 26 item 7: per-stage scores were on unlabelled scales, and "hybrid" meant RRF or z-scores unsaid."""
+    from toolrerank_plugins.engine import Engine
+    from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
+
+    engine = Engine.build(tiny_catalog(), pipeline_config(name), embedder=FakeEmbedder())
+    scales = engine.score_scales()
+    for query in ("send an email and check the weather", "log in", "zzz qqq"):
+        for hit in engine.search(query, top_k=5):
+            assert set(hit.stage_scores) <= set(scales), (name, hit.stage_scores)
+            assert hit.score == list(hit.stage_scores.values())[-1]  # the final score is the last key's
+    if engine.config.retriever == "hybrid":
+        fusion = engine.config.hybrid.fusion
+        assert {"rrf": "reciprocal-rank", "zscore": "z-score", "minmax": "min-max"}[fusion] in scales["hybrid"]

@@ -98,6 +98,11 @@ class TGRConfig(ConfigModel):
 class TGRStage(Stage):
     """Graph-encoded dense retrieval plus optional prerequisite expansion (see module docs)."""
 
+    score_scale = (
+        "set only on prerequisites it inserted or moved: a score between its new neighbours' (why: the trace's "
+        "'expanded', prerequisite_of); other results keep the earlier stage's score"
+    )
+
     def __init__(self, config: TGRConfig, ctx: StageContext, path: Path | None = None) -> None:
         self.name = "tgr"
         self.config = config

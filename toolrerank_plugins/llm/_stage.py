@@ -113,6 +113,8 @@ class LLMStage(Stage):
     """Base of the LLM stages. Subclasses implement :meth:`plan`."""
 
     name: str = "llm"
+    score_scale = "the ranking this LLM stage merged from the request's and the LLM's queries: higher is better "\
+        "(how it merged: the stage's trace)"
 
     def __init__(self, config: LLMStageConfig, *, llm: LLM | None = None, runtime: LLMRuntime | None = None) -> None:
         self.config = config

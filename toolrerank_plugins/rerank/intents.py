@@ -427,6 +427,10 @@ class MultiIntentStage(Stage):
     """
 
     name = "multi_intent"
+    score_scale = (
+        "reciprocal-rank fusion of the whole message's ranking and each request's: sum of weight / (rrf_k + rank); "
+        "a message with one request keeps the first stage's score"
+    )
 
     def __init__(self, config: MultiIntentConfig | None = None) -> None:
         self.config = config or MultiIntentConfig()

@@ -126,6 +126,8 @@ class ToolRerankStage(Stage):
     """
 
     name = "toolrerank"
+    score_scale = "the cross-encoder's relevance score of (request, API text), or the first stage's when none is "\
+        "trained; interpolated with the first stage's by first_stage_weight"
 
     def __init__(
         self,

@@ -46,6 +46,10 @@ class ToolEvidenceStage(Stage):
     """
 
     name = "tool_evidence"
+    score_scale = (
+        "1 / (rank_k + rank) plus the API's tool's share of the evidence of the leading results (weight-scaled): "
+        "an API of a tool that several leading results belong to rises"
+    )
 
     def __init__(self, config: ToolEvidenceConfig | None = None) -> None:
         self.config = config or ToolEvidenceConfig()

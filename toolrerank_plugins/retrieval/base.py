@@ -68,6 +68,13 @@ class FirstStage(ABC):
 
     name: str = "first_stage"
 
+    def score_scales(self) -> Mapping[str, str]:
+        """What each score this first stage puts into ``stage_scores`` means, by key (shown by ``--explain``).
+
+        Override it to describe your backend's scale; the default only says higher is better.
+        """
+        return {self.name: f"{self.name} score: higher is better (the backend's own scale)"}
+
     @abstractmethod
     def index(self, ids: Sequence[str], texts: Sequence[str], *, cache: dict[str, Any] | None = None) -> None:
         """(Re)build from scratch; ``cache`` maps text keys to embeddings already computed (dense only)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy as _copy
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -84,6 +84,10 @@ class BM25Retriever(FirstStage):
     """
 
     name = "bm25"
+
+    def score_scales(self) -> Mapping[str, str]:
+        return {"bm25": "BM25 of the request's words in the API text: 0 (no shared word) up, unbounded; grows with "
+                "rare shared words, so compare it within one query only"}
 
     def __init__(self, config: BM25Config | None = None) -> None:
         self.config = config or BM25Config()

@@ -10,7 +10,7 @@ import logging
 import threading
 import tokenize
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -103,6 +103,9 @@ class DenseRetriever(FirstStage):
     """
 
     name = "dense"
+
+    def score_scales(self) -> Mapping[str, str]:
+        return {"dense": "cosine similarity of the request's and the API text's vectors, -1 to 1"}
 
     def __init__(self, config: DenseConfig | None = None, *, embedder: Embedder | None = None) -> None:
         self.config = config or DenseConfig()

@@ -125,6 +125,21 @@ class HybridRetriever(FirstStage):
     def ids(self) -> list[str]:
         return self.dense.ids
 
+    def score_scales(self) -> Mapping[str, str]:
+        c = self.config
+        weights = f"weights dense {c.dense_weight:g} / bm25 {c.bm25_weight:g}"
+        if c.fusion == "rrf":
+            fused = f"reciprocal-rank fusion: sum of weight / ({c.rrf_k} + rank) over dense and bm25 ({weights})"
+        elif c.fusion == "minmax":
+            fused = f"min-max fusion: weighted mean of dense and bm25 scaled to 0..1 within this query ({weights})"
+        else:
+            how = ", each weight scaled by its retriever's top z-score" if c.confidence_weighted else ""
+            fused = (
+                f"z-score fusion: weighted mean of dense's and bm25's z-scores within this query ({weights}{how}); "
+                "0 is an average candidate, any sign"
+            )
+        return {**self.dense.score_scales(), **self.bm25.score_scales(), "hybrid": fused}
+
     @property
     def parts(self) -> Mapping[str, FirstStage]:
         return {"dense": self.dense, "bm25": self.bm25}
