@@ -284,18 +284,39 @@ def _read_json(file: Path, what: str) -> Any:
         raise PersistenceError(f"{file}: corrupt {what} (not valid JSON: {exc})") from exc
 
 
-def _read_pointer(path: Path) -> str:
-    """The committed version's folder name from ``path/current.json`` (checked: no path can escape ``path``)."""
-    file = path / POINTER_FILE
+#: Reads of a saved engine that a concurrent save's commit (which deletes the version being read) makes a
+#: reader start over. Each retry needs another commit meanwhile, so only saves committing faster than one
+#: load can use them all up.
+_READ_ATTEMPTS = 8
+
+
+def _pointer_name(file: Path) -> str:
     data = _read_json(file, POINTER_FILE)
     if not isinstance(data, dict) or data.get("library") != LIBRARY:
         raise PersistenceError(f"{file}: not a {LIBRARY} version pointer (foreign or corrupt file)")
     name = data.get("current")
     if not isinstance(name, str) or not _VERSION_RE.fullmatch(name):
         raise PersistenceError(f"{file}: corrupt version pointer ('current' is {name!r}, expected 'v-NNNNNN')")
-    if not (path / name).is_dir():
-        raise PersistenceError(f"{file}: names version {name}, which is missing; the engine directory is damaged")
     return name
+
+
+def _read_pointer(path: Path) -> str:
+    """The committed version's folder name from ``path/current.json`` (checked: no path can escape ``path``).
+
+    A save may commit a newer version and delete the one the pointer named between reading the pointer and
+    looking for that folder: the pointer is then read again (up to ``_READ_ATTEMPTS`` times); a folder that
+    is missing while the pointer still names it is a damaged directory.
+    """
+    file = path / POINTER_FILE
+    name = _pointer_name(file)
+    for _ in range(_READ_ATTEMPTS):
+        if (path / name).is_dir():
+            return name
+        newer = _pointer_name(file)
+        if newer == name:
+            break
+        name = newer  # a save committed meanwhile
+    raise PersistenceError(f"{file}: names version {name}, which is missing; the engine directory is damaged")
 
 
 def _is_ours(p: Path) -> bool:
@@ -708,16 +729,16 @@ def _read_version(root: Path, *, embedder: Embedder | None, verify: bool) -> Eng
 def read_engine(path: Path, *, embedder: Embedder | None = None, verify: bool = True) -> EngineParts:
     """Read and check the committed version's parts (config, manifest, catalog, first stage, stage folders).
 
-    A save committing a new version while this reads may delete the version being read; the pointer is then
-    re-read and the read retried.
+    A save committing a new version while this reads may delete the version being read (or the one the pointer
+    named a moment ago); the pointer is then re-read and the read retried, up to ``_READ_ATTEMPTS`` times.
     """
     path = Path(path)
-    for attempt in range(3):
-        root = _os_errors_named(path, version_dir, path)
+    for attempt in range(_READ_ATTEMPTS):
+        root = _os_errors_named(path, version_dir, path)  # re-reads the pointer itself if a commit races it
         try:
             return _read_version(root, embedder=embedder, verify=verify)
         except PersistenceError:
-            if attempt < 2 and _os_errors_named(path, version_dir, path) != root:
+            if attempt + 1 < _READ_ATTEMPTS and _os_errors_named(path, version_dir, path) != root:
                 continue  # a newer version was committed meanwhile
             raise
     raise AssertionError("unreachable")  # pragma: no cover
