@@ -181,6 +181,28 @@ class _Packer:
         return np.ascontiguousarray(vectors.float().cpu().numpy(), dtype=np.float32)
 
 
+@contextmanager
+def quiet_weight_loading() -> Iterator[None]:
+    """Load a model without transformers' per-load "Loading weights" progress bar (transformers 5 draws one for
+    every model load, which the Python API printed on each engine build and load). The bar's switch is
+    process-wide in transformers: it is turned off for the load and restored after; a model another thread loads
+    meanwhile shows no bar either. Our own encode progress bars (:func:`encode_progress`) are not affected.
+    """
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # no transformers: nothing draws that bar
+        yield
+        return
+    was_on = hf_logging.is_progress_bar_enabled()
+    if was_on:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
 class SentenceTransformerEmbedder:
     """A sentence-transformers bi-encoder loaded from a local folder (default: bundled MiniLM).
 
@@ -228,12 +250,13 @@ class SentenceTransformerEmbedder:
             if self.torch_threads:
                 require("torch").set_num_threads(self.torch_threads)
             logger.info("loading encoder %s on %s", self.model_name_or_path, device)
-            self._model = st.SentenceTransformer(
-                self.model_name_or_path,
-                device=device,
-                local_files_only=True,
-                model_kwargs=self.model_kwargs or None,
-            )
+            with quiet_weight_loading():
+                self._model = st.SentenceTransformer(
+                    self.model_name_or_path,
+                    device=device,
+                    local_files_only=True,
+                    model_kwargs=self.model_kwargs or None,
+                )
             if self.max_length:
                 self._model.max_seq_length = self.max_length
             self._model.eval()

@@ -164,3 +164,21 @@ def test_packed_vectors_equal_padded_ones_for_generated_texts(packing_embedder: 
         assert got.shape == want.shape and abs(got - want).max() < 1e-4
 
     check()
+
+
+def test_loading_a_model_draws_no_transformers_progress_bar() -> None:
+    """Issue 26 item 8: transformers 5 printed a "Loading weights" bar on every model load in the Python API."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from transformers.utils import logging as hf\n"
+        "from toolrerank_plugins.encoders import SentenceTransformerEmbedder\n"
+        "SentenceTransformerEmbedder('default').encode(['hello'])\n"
+        "assert hf.is_progress_bar_enabled()  # restored after the load\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Loading weights" not in proc.stderr + proc.stdout

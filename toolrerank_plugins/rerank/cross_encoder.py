@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from toolrerank_plugins._extras import require
 from toolrerank_plugins._version import __version__
+from toolrerank_plugins.encoders import quiet_weight_loading
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 
 logger = logging.getLogger(__name__)
@@ -140,13 +141,14 @@ class SentenceTransformerReranker:
 
             device = resolve_device(self.requested_device)
             logger.info("loading cross-encoder %s on %s", self.model_name_or_path, device)
-            self._model = st.CrossEncoder(
-                self.model_name_or_path,
-                device=device,
-                max_length=self.max_length,
-                local_files_only=True,
-                model_kwargs=self.model_kwargs or None,
-            )
+            with quiet_weight_loading():
+                self._model = st.CrossEncoder(
+                    self.model_name_or_path,
+                    device=device,
+                    max_length=self.max_length,
+                    local_files_only=True,
+                    model_kwargs=self.model_kwargs or None,
+                )
             self._model.eval()
         return self._model
 
