@@ -30,11 +30,15 @@ EXTRA_FOR_MODULE: dict[str, tuple[str, str]] = {
     "networkx": ("graph", "networkx"),
     "scipy": ("graph", "scipy"),
     "mcp": ("mcp", "mcp"),
+    "yaml": ("openapi", "PyYAML"),
 }
 
 
 #: extras that bring torch (whose default wheel pulls CUDA packages on a CPU-only machine)
 _TORCH_EXTRAS = frozenset({"dense", "rerank", "all"})
+#: extras the recommended default pipeline needs together (hybrid retrieval and the tgr stage): a user who installs
+#: only the one the first error names meets the next one's error at the next build, so the message names all.
+_DEFAULT_PIPELINE_EXTRAS = frozenset({"dense", "bm25", "graph"})
 
 
 def _missing_extra(module: str, exc: ImportError) -> MissingExtraError:
@@ -42,10 +46,15 @@ def _missing_extra(module: str, exc: ImportError) -> MissingExtraError:
     extra, dist = EXTRA_FOR_MODULE.get(top, ("all", top))
     # The distributions are not on a registry: the command installs the extra from the clone.
     cpu_torch = " On a CPU-only machine, run pip install torch==2.13.0 first." if extra in _TORCH_EXTRAS else ""
+    whole = (
+        ' The recommended default pipeline needs [dense], [bm25] and [graph] together: pip install -e ".[all]".'
+        if extra in _DEFAULT_PIPELINE_EXTRAS
+        else ""
+    )
     return MissingExtraError(
         f"{module!r} is required for this feature but is not installed ({exc}). "
         f"Install the extra toolrerank-plugins[{extra}] (provides {dist}): "
-        f'pip install -e ".[{extra}]" from the root of the toolrerank-plugins clone.{cpu_torch}'
+        f'pip install -e ".[{extra}]" from the root of the toolrerank-plugins clone.{whole}{cpu_torch}'
     )
 
 

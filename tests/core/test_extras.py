@@ -123,3 +123,16 @@ def test_lazy_exports_unknown_name_raises_attribute_error(lazy_package: types.Mo
 def test_lazy_exports_name_the_module_that_fails_to_define_an_export(lazy_package: types.ModuleType) -> None:
     with pytest.raises(AttributeError, match=r"'_scratch_pkg' has no attribute 'GONE' \('_scratch_impl'"):
         _ = lazy_package.GONE
+
+
+@pytest.mark.parametrize(("extra", "whole"), [("dense", True), ("bm25", True), ("graph", True), ("mcp", False)])
+def test_a_default_pipeline_extra_names_all_three(monkeypatch: pytest.MonkeyPatch, extra: str, whole: bool) -> None:
+    """Issue 26 item 8: a core-only install was told to add [dense], then met [bm25], then [graph]."""
+    from toolrerank_plugins._extras import require
+
+    monkeypatch.setitem(EXTRA_FOR_MODULE, "definitely_not_installed_mod", (extra, "x"))
+    with pytest.raises(MissingExtraError) as info:
+        require("definitely_not_installed_mod")
+    message = str(info.value)
+    assert f'pip install -e ".[{extra}]"' in message
+    assert ('[dense], [bm25] and [graph] together: pip install -e ".[all]"' in message) == whole
