@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests._fuzz import FUZZ
 from toolrerank_plugins.engine import Engine, EngineConfig
-from toolrerank_plugins.llm import register_llm
+from toolrerank_plugins.llm import register_llm, unregister_llm
 from toolrerank_plugins.llm.base import LLMError, LLMTimeoutError
 from toolrerank_plugins.llm.feedback import FeedbackConfig, FeedbackStage
 from toolrerank_plugins.llm.parsing import parse_query_list, parse_refinement, parse_rewrite
@@ -161,23 +161,75 @@ def test_concurrent_hung_calls_then_healthy(release: threading.Event) -> None:
 
 def test_abandoned_calls_are_capped_and_reported(release: threading.Event) -> None:
     base = abandoned_calls()
-    rt = runtime(max_abandoned_calls=base + 2)
+    rt = runtime(max_abandoned_calls=2)
     hung = HangingLLM(release)
     s = rt.session(hung)  # type: ignore[arg-type]
     for _ in range(2):
         with pytest.raises(LLMTimeoutError):
             s.complete("q")
-    assert abandoned_calls() == base + 2 and s.usage.abandoned == 2
+    assert abandoned_calls(hung) == 2 and abandoned_calls() == base + 2 and s.usage.abandoned == 2
     t = time.perf_counter()
-    with pytest.raises(LLMError, match="max_abandoned_calls"):
+    with pytest.raises(LLMError, match=r"2 timed-out calls to LLM HangingLLM at 0x\w+ .*max_abandoned_calls=2"):
         s.complete("q")  # refused at once: the LLM is not called a third time
     assert time.perf_counter() - t < 0.05 and hung.calls == 2
     release.set()
     deadline = time.monotonic() + 5
     while abandoned_calls() > base and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert abandoned_calls() == base  # ended calls leave the count
-    assert rt.session(ScriptedLLM(default="ok")).complete("q") == "ok"
+    assert abandoned_calls() == base and abandoned_calls(hung) == 0  # ended calls leave the count
+    assert rt.session(hung).complete("q") == "late"  # and the LLM is called again
+
+
+def test_a_hung_llm_does_not_starve_a_healthy_one_registered_afterwards(release: threading.Event) -> None:
+    # probe of 2026-11-26: after 32 abandoned calls (to one hung LLM) every later LLM call in the process was
+    # refused, also to a different, healthy LLM registered afterwards
+    e = engine()
+    fast = {"timeout_s": 0.1, "max_retries": 0, "backoff_initial_s": 0.0, "max_calls_per_query": 64}
+    hung = HangingLLM(release)
+    register_llm("probe-hung", hung)  # type: ignore[arg-type]
+    try:
+        rt = LLMRuntime(RuntimeConfig(**fast, max_concurrency=8))  # max_abandoned_calls: the default, 32
+        out = rt.session(hung).complete_many([f"p{i}" for i in range(48)])  # type: ignore[arg-type]
+        healthy = ScriptedLLM(default="geocode the street address")
+        register_llm("probe-healthy", healthy)
+        tr: dict[str, Any] = {}
+        stage = QTAStage(QTAConfig(llm="probe-healthy", runtime=fast))
+        res = stage.run("where is Main Street", cands(e, "where is Main Street"), e.context, tr)
+        assert "fallback" not in tr, tr["fallback"]  # was: "llm_error: 32 timed-out LLM calls are still running"
+        assert len(healthy.calls) == 1 and res[0].id == "Maps/GeoFind/geocode"
+        assert asyncio.run(rt.session(healthy).acomplete("q")) == "geocode the street address"
+        timed_out = sum(isinstance(o, LLMTimeoutError) for o in out)
+        refused = [o for o in out if isinstance(o, LLMError) and not isinstance(o, LLMTimeoutError)]
+        assert 32 <= abandoned_calls(hung) == timed_out < 32 + 8 and refused  # the hung LLM is capped
+        assert "calls to LLM 'probe-hung' (HangingLLM at 0x" in str(refused[0]), refused[0]
+        assert "max_abandoned_calls=32" in str(refused[0]) and "other LLMs are still called" in str(refused[0])
+        tr = {}  # the hung one is still refused at once, without being called
+        calls = hung.calls
+        QTAStage(QTAConfig(llm="probe-hung", runtime=fast)).run("q", cands(e, "send"), e.context, tr)
+        assert tr["fallback"].startswith("llm_error: ") and "'probe-hung'" in tr["fallback"] and hung.calls == calls
+    finally:
+        unregister_llm("probe-hung")
+        unregister_llm("probe-healthy")
+
+
+def test_the_total_of_abandoned_calls_is_bounded_whichever_llms_hang(release: threading.Event) -> None:
+    # a new wrapper object per request around one hanging backend: no single LLM reaches its own cap
+    hung = [HangingLLM(release) for _ in range(5)]
+    for llm in hung:
+        with pytest.raises(LLMTimeoutError):
+            runtime(max_abandoned_calls=3).session(llm).complete("q")  # type: ignore[arg-type]
+    assert [abandoned_calls(x) for x in hung] == [1] * 5
+    # the bound: every call abandoned so far in this process (earlier tests' slow calls may still run too)
+    rt = runtime(max_abandoned_calls=3, max_abandoned_calls_total=abandoned_calls())
+    healthy = ScriptedLLM(default="ok")
+    with pytest.raises(LLMError, match=r"max_abandoned_calls_total=\d+\); not starting another\. Hanging: \d+ to LLM "):
+        rt.session(healthy).complete("q")
+    assert healthy.calls == []  # refused without a call: the bound on threads holds for every LLM
+    release.set()
+    deadline = time.monotonic() + 5
+    while any(abandoned_calls(x) for x in hung) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert runtime(max_abandoned_calls=3).session(healthy).complete("q") == "ok"
 
 
 # -- item 10: async calls -----------------------------------------------------------------------------

@@ -41,6 +41,12 @@ def unregister_llm(name: str) -> None:
         _LLMS.pop(name, None)
 
 
+def registered_names(llm: object) -> list[str]:
+    """The names ``llm`` (this very object) is registered under, sorted (for messages about it)."""
+    with _LOCK:
+        return sorted(name for name, x in _LLMS.items() if x is llm)
+
+
 def known_llms() -> list[str]:
     with _LOCK:
         return sorted(_LLMS)

@@ -7,9 +7,11 @@ How the time bound holds (``timeout_s`` per attempt, sync and async):
 
 - **sync** ``complete``: each call runs in its own daemon thread; the caller waits at most ``timeout_s``. A
   call that does not return in time is *abandoned* (a thread cannot be killed): it keeps its own thread, so
-  it never occupies a slot that a later call needs. Abandoned calls still running are counted process-wide
-  (:func:`abandoned_calls`); past ``max_abandoned_calls`` new calls are refused at once with an
-  :class:`LLMError` instead of piling up threads (a hanging LLM, not a slow one).
+  it never occupies a slot that a later call needs. Abandoned calls still running are counted per LLM object
+  (:func:`abandoned_calls`): from ``max_abandoned_calls`` of one LLM on, new calls *to that LLM* are refused
+  at once with an :class:`LLMError` naming it instead of piling up threads (a hanging LLM, not a slow one),
+  while other LLMs are still called; from ``max_abandoned_calls_total`` in the process on, every new call is
+  refused (the bound on threads, whichever LLMs hang).
 - **async** ``acomplete``: by default (``async_isolation="auto"``) the port's coroutine runs on a private
   event loop in a worker thread (one per LLM object, kept across calls so that clients bound to a loop keep
   working), and the caller awaits it with the deadline: an LLM that blocks its loop (``time.sleep`` in an
@@ -57,45 +59,83 @@ T = TypeVar("T")
 _CANCEL_GRACE_S = 0.05
 
 
-# -- abandoned calls (process-wide) -------------------------------------------------------------------
+# -- abandoned calls (per LLM, and in total) -----------------------------------------------------------
+def llm_label(llm: object) -> str:
+    """How errors name an LLM: the names it is registered under, and its repr (or class and address)."""
+    from toolrerank_plugins.llm.registry import registered_names
+
+    try:
+        own_repr = type(llm).__repr__ is not object.__repr__
+        text = repr(llm) if own_repr else f"{type(llm).__name__} at 0x{id(llm):x}"
+    except Exception:  # noqa: BLE001 - a label must never fail
+        text = f"{type(llm).__name__} at 0x{id(llm):x}"
+    text = text if len(text) <= 100 else text[:97] + "..."
+    names = registered_names(llm)
+    return f"LLM {', '.join(repr(n) for n in names)} ({text})" if names else f"LLM {text}"
+
+
 class _Abandoned:
-    """How many timed-out LLM calls are still running somewhere (threads or tasks we could not stop)."""
+    """How many timed-out LLM calls are still running (threads or tasks we could not stop), per LLM object.
+
+    An LLM is keyed by ``id()``: a running abandoned call holds its LLM, so the id stays its own while the
+    count is above zero, and the entry goes when the count falls to zero.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.count = 0
+        self.total = 0
+        self._per_llm: dict[int, int] = {}
+        self._labels: dict[int, str] = {}
 
-    def add(self) -> None:
+    def add(self, key: int, label: str) -> None:
         with self._lock:
-            self.count += 1
+            self.total += 1
+            self._per_llm[key] = self._per_llm.get(key, 0) + 1
+            self._labels[key] = label
 
-    def remove(self) -> None:
+    def remove(self, key: int) -> None:
         with self._lock:
-            self.count -= 1
+            self.total -= 1
+            left = self._per_llm.get(key, 0) - 1
+            if left > 0:
+                self._per_llm[key] = left
+            else:
+                self._per_llm.pop(key, None)
+                self._labels.pop(key, None)
+
+    def of(self, key: int) -> int:
+        return self._per_llm.get(key, 0)
+
+    def worst(self, n: int = 3) -> list[tuple[str, int]]:
+        """The ``n`` LLMs with the most abandoned calls still running, with their counts."""
+        with self._lock:
+            top = sorted(self._per_llm.items(), key=lambda kv: -kv[1])[:n]
+            return [(self._labels.get(k, "an LLM"), c) for k, c in top]
 
 
 _ABANDONED = _Abandoned()
 
 
-def abandoned_calls() -> int:
-    """Timed-out LLM calls of this process that are still running (they end when the LLM returns)."""
-    return _ABANDONED.count
+def abandoned_calls(llm: object | None = None) -> int:
+    """Timed-out LLM calls still running (they end when the LLM returns): of ``llm``, or of the whole process."""
+    return _ABANDONED.total if llm is None else _ABANDONED.of(id(llm))
 
 
 class _Call:
     """One attempt's bookkeeping: finished or not, abandoned or not (a lock makes the two agree)."""
 
-    def __init__(self, worker: _LoopWorker | None = None) -> None:
+    def __init__(self, llm: object | None = None, worker: _LoopWorker | None = None) -> None:
         self._lock = threading.Lock()
         self.finished = threading.Event()
         self.abandoned = False
+        self.llm = llm
         self.worker = worker
 
     def finish(self) -> None:
         with self._lock:
             self.finished.set()
             if self.abandoned:
-                _ABANDONED.remove()
+                _ABANDONED.remove(id(self.llm))
                 if self.worker is not None:
                     self.worker.unstuck()
 
@@ -105,7 +145,7 @@ class _Call:
             if self.finished.is_set():
                 return False
             self.abandoned = True
-            _ABANDONED.add()
+            _ABANDONED.add(id(self.llm), llm_label(self.llm))
             if self.worker is not None:
                 self.worker.stuck_call()
             return True
@@ -260,7 +300,16 @@ class RuntimeConfig(ConfigModel):
     max_prompt_tokens_per_query: int = Field(32_000, ge=1)
     max_concurrency: int = Field(4, ge=1, description="parallel calls for batches")
     max_abandoned_calls: int = Field(
-        32, ge=1, description="timed-out calls still running (process-wide) past which new calls are refused"
+        32,
+        ge=1,
+        description="timed-out calls to one LLM still running from which new calls to that LLM are refused "
+        "(other LLMs are still called)",
+    )
+    max_abandoned_calls_total: int = Field(
+        256,
+        ge=1,
+        description="timed-out calls still running in the process, whichever LLMs, from which every new call is "
+        "refused (the bound on abandoned threads)",
     )
     async_isolation: Literal["auto", "thread", "caller_loop"] = Field(
         "auto",
@@ -384,14 +433,26 @@ class LLMSession:
 
     # -- one attempt -----------------------------------------------------------------------------------
     def _refuse_if_hung(self) -> None:
-        cap = self.config.max_abandoned_calls
-        if _ABANDONED.count >= cap:
-            with self._lock:
-                self.usage.failures += 1
-            raise LLMError(
-                f"{_ABANDONED.count} timed-out LLM calls are still running (runtime.max_abandoned_calls={cap}); "
-                "not starting another: the LLM is hanging. They end when it returns."
+        c = self.config
+        mine = _ABANDONED.of(id(self.llm))
+        if mine >= c.max_abandoned_calls:
+            message = (
+                f"{mine} timed-out calls to {llm_label(self.llm)} are still running "
+                f"(runtime.max_abandoned_calls={c.max_abandoned_calls}); not calling it again: it is hanging. "
+                "They end when it returns; other LLMs are still called."
             )
+        elif _ABANDONED.total >= c.max_abandoned_calls_total:
+            worst = "; ".join(f"{n} to {label}" for label, n in _ABANDONED.worst())
+            message = (
+                f"{_ABANDONED.total} timed-out LLM calls are still running in this process "
+                f"(runtime.max_abandoned_calls_total={c.max_abandoned_calls_total}); not starting another. "
+                f"Hanging: {worst}. They end when the LLM returns."
+            )
+        else:
+            return
+        with self._lock:
+            self.usage.failures += 1
+        raise LLMError(message)
 
     def _timed_out(self, call: _Call) -> LLMTimeoutError:
         if call.abandon():
@@ -401,7 +462,7 @@ class LLMSession:
 
     def _attempt(self, prompt: str | Sequence[Message], kwargs: dict[str, Any]) -> str:
         """One sync attempt in its own thread, bounded by ``timeout_s``; raises what the LLM raised."""
-        call = _Call()
+        call = _Call(self.llm)
         fut = _in_thread(lambda: self.llm.complete(prompt, **kwargs), call)
         try:
             return fut.result(timeout=self.config.timeout_s)
@@ -411,7 +472,7 @@ class LLMSession:
 
     async def _aattempt(self, prompt: str | Sequence[Message], kwargs: dict[str, Any]) -> str:
         """One async attempt, bounded by ``timeout_s`` whatever the LLM does; raises what the LLM raised."""
-        call = _Call()
+        call = _Call(self.llm)
         acomplete = getattr(self.llm, "acomplete", None)
         if acomplete is None:  # a sync-only port: its own thread, not the loop's shared executor
             cfut: concurrent.futures.Future[Any] = _in_thread(lambda: self.llm.complete(prompt, **kwargs), call)
