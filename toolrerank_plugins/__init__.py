@@ -34,6 +34,7 @@ from toolrerank_plugins.loaders import (
     from_openai_tools,
     from_openapi,
     load_catalog,
+    load_catalog_file,
     load_queries,
 )
 from toolrerank_plugins.records import Edge, LabelledQuery, ScoredTool, ToolSpec
@@ -99,6 +100,7 @@ __all__ = [
     "from_openapi",
     "known_pipelines",
     "load_catalog",
+    "load_catalog_file",
     "load_queries",
     "pipeline_config",
     "register_first_stage",

@@ -141,6 +141,9 @@ class Registry(Generic[T]):
 
     The one registry behind stage types and first stages: a lazy entry is imported (through
     :func:`import_object`) and type-checked on first use; an unknown name raises listing the known ones.
+    With ``group``, a name nobody registered is looked up among the installed distributions' entry points of
+    that group (``[project.entry-points."<group>"] name = "module:attr"``), so a saved engine that names a
+    plug-in loads in a fresh process without importing the plug-in first.
 
     Example:
         >>> r = Registry("greeting", str, {"hi": "hello"})
@@ -153,12 +156,28 @@ class Registry(Generic[T]):
     """
 
     def __init__(
-        self, kind: str, type_: type[T], entries: Mapping[str, T | str] | None = None, *, plural: str | None = None
+        self,
+        kind: str,
+        type_: type[T],
+        entries: Mapping[str, T | str] | None = None,
+        *,
+        plural: str | None = None,
+        group: str | None = None,
     ) -> None:
         self.kind = kind
         self.plural = plural or f"{kind}s"
         self.type = type_
+        self.group = group
         self._entries: dict[str, T | str] = dict(entries or {})
+
+    def _entry_points(self) -> dict[str, str]:
+        """``name -> "module:attr"`` of the installed entry points of :attr:`group` (read afresh each call: a
+        distribution installed while the process runs is found too)."""
+        if self.group is None:
+            return {}
+        from importlib.metadata import entry_points
+
+        return {ep.name: ep.value for ep in entry_points(group=self.group)}
 
     def register(self, name: str, entry: T | str, *, replace: bool = False) -> None:
         if name in self._entries and not replace:
@@ -166,15 +185,19 @@ class Registry(Generic[T]):
         self._entries[name] = entry
 
     def names(self) -> list[str]:
-        return sorted(self._entries)
+        """Registered names and the names of installed entry points (not imported)."""
+        return sorted({*self._entries, *self._entry_points()})
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        return name in self._entries or (isinstance(name, str) and name in self._entry_points())
 
     def get(self, name: str) -> T:
         entry = self._entries.get(name)
         if entry is None:
-            raise ConfigError(f"unknown {self.kind} {name!r}; known {self.plural}: {', '.join(self.names())}")
+            found = self._entry_points().get(name) if isinstance(name, str) else None
+            if found is None:
+                raise ConfigError(f"unknown {self.kind} {name!r}; known {self.plural}: {', '.join(self.names())}")
+            self._entries[name] = entry = found  # an installed plug-in: imported below, like a lazy entry
         if isinstance(entry, str) and not isinstance(entry, self.type):
             try:
                 obj = import_object(entry)

@@ -42,6 +42,7 @@ EXPECTED: dict[str, str] = {
     "from_openapi": "toolrerank_plugins.loaders",
     "known_pipelines": "toolrerank_plugins.pipelines",
     "load_catalog": "toolrerank_plugins.loaders",
+    "load_catalog_file": "toolrerank_plugins.loaders",
     "load_queries": "toolrerank_plugins.loaders",
     "pipeline_config": "toolrerank_plugins.pipelines",
     "register_first_stage": "toolrerank_plugins.retrieval.base",

@@ -8,17 +8,22 @@ import re
 from pathlib import Path
 from typing import Any
 
-from toolrerank_plugins.errors import CatalogError
+from toolrerank_plugins.errors import CatalogError, MissingExtraError
+
+_BOM = b"\xef\xbb\xbf"
 
 
 def read_text(path: Path) -> str:
-    """The file's text, decoded as UTF-8."""
+    """The file's text, decoded as UTF-8 (a leading byte-order mark, which some Windows editors write, is
+    dropped)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise CatalogError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     except ValueError as exc:  # a NUL byte in the path
         raise CatalogError(f"{str(path)!r}: cannot read ({exc})") from exc
+    if data.startswith(_BOM):
+        data = data[len(_BOM) :]
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -51,3 +56,38 @@ def parse_json(text: str, where: str) -> Any:
         raise CatalogError(f"{where}: not valid JSON here (nested too deeply for Python's parser)") from exc
     except ValueError as exc:  # e.g. an integer past Python's 4,300-digit conversion limit
         raise CatalogError(f"{where}: not valid JSON here ({exc})") from exc
+
+
+def parse_document(text: str, source: str) -> Any:
+    """A JSON or YAML document as Python data; every failure is a :class:`CatalogError` naming ``source``.
+
+    JSON is tried first; YAML needs PyYAML (the ``openapi`` extra: a :class:`MissingExtraError` naming it when
+    it is missing). YAML timestamps stay strings (JSON has no dates; ``2024-01-01`` examples are common).
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass  # not JSON: try YAML below
+    except RecursionError as exc:
+        raise CatalogError(f"{source}: not valid JSON here (nested too deeply for Python's parser)") from exc
+    except ValueError as exc:  # e.g. an integer past Python's 4,300-digit conversion limit
+        raise CatalogError(f"{source}: not valid JSON here ({exc})") from exc
+    from toolrerank_plugins._extras import require
+
+    try:
+        yaml = require("yaml")
+    except MissingExtraError as exc:
+        raise MissingExtraError(f"{source}: not JSON, and reading it as YAML needs PyYAML. {exc}") from exc
+
+    class _Loader(yaml.SafeLoader):  # type: ignore[name-defined,misc]
+        """Safe YAML, but timestamps stay strings."""
+
+    _Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{source}: not valid JSON or YAML ({' '.join(str(exc).split())[:300]})") from exc
+    except RecursionError as exc:
+        raise CatalogError(f"{source}: YAML nested too deeply for Python's parser") from exc
+    except ValueError as exc:  # e.g. an integer past Python's 4,300-digit conversion limit
+        raise CatalogError(f"{source}: YAML value cannot be read ({exc})") from exc

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from toolrerank_plugins.catalog import Catalog, build_spec, validate_spec
-from toolrerank_plugins.errors import CatalogError
+from toolrerank_plugins.errors import CatalogError, ToolRerankError
 from toolrerank_plugins.loaders._read import parse_json, undecodable
 from toolrerank_plugins.records import Edge, LabelledQuery, ToolSpec, check_text, is_finite_number
 
@@ -16,8 +16,9 @@ from toolrerank_plugins.records import Edge, LabelledQuery, ToolSpec, check_text
 def _iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
         # surrogateescape: a byte that is not UTF-8 is reported with its line (see undecodable) instead of
-        # a UnicodeDecodeError from somewhere in the file.
-        fh = path.open("r", encoding="utf-8", errors="surrogateescape")
+        # a UnicodeDecodeError from somewhere in the file. utf-8-sig: a leading byte-order mark (Notepad and
+        # PowerShell write one) is dropped rather than making line 1 "not valid JSON".
+        fh = path.open("r", encoding="utf-8-sig", errors="surrogateescape")
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         raise CatalogError(f"{str(path)!r}: cannot open ({exc})") from exc
     with fh:
@@ -108,8 +109,24 @@ def write_edges(edges: Iterable[Edge], path: str | Path) -> None:
             fh.write(json.dumps(record, allow_nan=False) + "\n")
 
 
+def _other_format(path: Path) -> tuple[str, str] | None:
+    """``(format, what was found)`` when a file the JSONL loader refused holds another catalog format."""
+    from toolrerank_plugins.loaders.files import _sniff  # files.py builds on this module
+
+    try:
+        sniffed = _sniff(path)
+    except ToolRerankError:
+        return None
+    if sniffed.format is None or sniffed.format == "jsonl":
+        return None
+    return sniffed.format, sniffed.found
+
+
 def load_catalog(path: str | Path, *, with_edges: bool = True) -> Catalog:
     """Load a catalog from a directory (``tools.jsonl`` [+ ``edges.jsonl``]) or a single JSONL file.
+
+    Other formats (OpenAPI, MCP, OpenAI tool lists) load with
+    :func:`~toolrerank_plugins.loaders.load_catalog_file`, which detects them; given one, this says so.
 
     Example:
         >>> from toolrerank_plugins.catalog import default_catalog_path
@@ -128,7 +145,16 @@ def load_catalog(path: str | Path, *, with_edges: bool = True) -> Catalog:
         tools_file = path
     else:
         raise CatalogError(f"{path}: no such catalog file or directory")
-    specs = load_tools_jsonl(tools_file)
+    try:
+        specs = load_tools_jsonl(tools_file)
+    except CatalogError as exc:
+        other = _other_format(tools_file)
+        if other is None:
+            raise
+        raise CatalogError(
+            f"{tools_file}: expected a JSONL catalog (one API record per line), found {other[1]}; load it with "
+            f"load_catalog_file(path) (or toolrerank ... --format {other[0]}), which reads it as {other[0]!r}"
+        ) from exc
     if not specs:
         raise CatalogError(f"{tools_file}: the catalog is empty (no API records)")
     edges = load_edges(edges_file) if with_edges and edges_file is not None and edges_file.exists() else []

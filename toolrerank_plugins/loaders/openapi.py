@@ -31,7 +31,6 @@ What an operation becomes (the rules are documented in ``docs/catalog.md``, sect
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from urllib.parse import unquote
 
 from toolrerank_plugins.catalog import Catalog, build_spec
 from toolrerank_plugins.errors import CatalogError
-from toolrerank_plugins.loaders._read import read_text
+from toolrerank_plugins.loaders._read import parse_document, read_text
 from toolrerank_plugins.records import MAX_JSON_VALUES, MAX_NESTING, ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -298,33 +297,7 @@ class _Resolver:
 
 def _load_document(path: Path) -> Any:
     """A JSON or YAML file as Python data; every failure is a :class:`CatalogError` naming the file."""
-    source = str(path)
-    text = read_text(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass  # not JSON: try YAML below
-    except RecursionError as exc:
-        raise CatalogError(f"{source}: not valid JSON here (nested too deeply for Python's parser)") from exc
-    except ValueError as exc:  # e.g. an integer past Python's 4,300-digit conversion limit
-        raise CatalogError(f"{source}: not valid JSON here ({exc})") from exc
-    try:
-        import yaml
-    except ImportError as exc:
-        raise CatalogError(f"{source}: not JSON, and PyYAML is not installed to read YAML") from exc
-
-    class _Loader(yaml.SafeLoader):
-        """Safe YAML, but timestamps stay strings (JSON has no dates; ``2024-01-01`` examples are common)."""
-
-    _Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
-    try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise CatalogError(f"{source}: not valid JSON or YAML ({' '.join(str(exc).split())[:300]})") from exc
-    except RecursionError as exc:
-        raise CatalogError(f"{source}: YAML nested too deeply for Python's parser") from exc
-    except ValueError as exc:  # e.g. an integer past Python's 4,300-digit conversion limit
-        raise CatalogError(f"{source}: YAML value cannot be read ({exc})") from exc
+    return parse_document(read_text(path), str(path))
 
 
 def _scalar_text(value: Any) -> str | None:
@@ -851,6 +824,7 @@ def from_openapi(
     category: str | None = None,
     max_ref_hops: int = MAX_REF_HOPS,
     max_schema_values: int = MAX_SCHEMA_VALUES,
+    source: str | None = None,
 ) -> Catalog:
     """Build a catalog from an OpenAPI 3.x or Swagger 2.0 document (a mapping, or a JSON/YAML file path).
 
@@ -872,6 +846,8 @@ def from_openapi(
         max_schema_values: JSON values that following ``$ref``s may add to one part (a parameter, the request
             body, a response); where ``max_ref_hops`` hops would add more, fewer are followed for that part
             (noted and logged).
+        source: the name messages and ``Catalog.source`` give the document (default: the file's path, or
+            ``"<openapi>"`` for a mapping).
 
     Example:
         >>> cat = from_openapi({"openapi": "3.0.3", "info": {"title": "Pets"}, "paths": {"/pets": {"post": {
@@ -895,11 +871,11 @@ def from_openapi(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
             raise CatalogError(f"from_openapi: {arg!r} must be an integer from 0 to {top:,}, got {_short(value)}")
-    source = "<openapi>"
     if isinstance(spec, (str, Path)):
-        source = str(spec)
+        source = str(spec) if source is None else source
         doc = _load_document(Path(spec))
     else:
+        source = "<openapi>" if source is None else source
         doc = spec
     if not isinstance(doc, Mapping):
         raise CatalogError(f"{source}: not an OpenAPI 3 document (missing 'openapi: 3.x'), got {_kind(doc)}")
