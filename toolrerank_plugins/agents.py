@@ -5,7 +5,9 @@ model and tools, in its own message and tool types); the adapters (``langchain-t
 and only convert. Tests drive it with :class:`toolrerank_plugins.testing.agents.ScriptedAgentPort`.
 
 * :class:`BaseToolSelector` — the tools for the current request out of many (engine search), with pins,
-  a cap and exclusions by tool name.
+  a cap and exclusions by tool name. When the engine ranks fewer tools than asked (BM25 finds no word of the
+  request in any tool text), the selection is filled by a fallback and says why (:class:`Ranking`): a selection
+  never silently offers zero tools while the catalog has some.
 * :func:`run_tool_loop` — offer the selected tools (plus a tool-search tool), call them, feed the results
   back, until the model answers.
 * :class:`DFSDTSearch` — ToolLLM's depth-first search decision tree: every node retrieves its tools, a failed
@@ -14,15 +16,22 @@ and only convert. Tests drive it with :class:`toolrerank_plugins.testing.agents.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
+import re
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+import numpy as np
+
+from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.interop import require_tools
-from toolrerank_plugins.records import ScoredTool
+from toolrerank_plugins.records import ScoredTool, ToolSpec, renumber
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +107,125 @@ class ToolSource(Protocol[T_co]):
     def get(self, name: str) -> T_co | None: ...
 
 
+# -- when the engine ranks too few tools --------------------------------------------------------------
+#: ``stage_scores`` key of a tool the selection added because the engine ranked too few: from the engine's
+#: dense retriever, by character n-gram overlap with the tool texts, or in catalog order (nothing matched)
+FALLBACK_DENSE, FALLBACK_PARTIAL, FALLBACK_CATALOG = "fallback_dense", "fallback_partial", "fallback_catalog"
+
+_WORD = re.compile(r"[^\W_]+")  # letter/digit runs: "get_balance" -> get, balance
+_MAX_DESCRIPTION_CHARS = 600  # as the default rendering: a long description adds grams, not matches
+
+
+def char_trigrams(text: str) -> set[str]:
+    """The character trigrams of ``text``'s words, lower-cased, each word padded with a space at both ends.
+
+    Example:
+        >>> sorted(char_trigrams("US-Dollar"))
+        [' do', ' us', 'ar ', 'dol', 'lar', 'lla', 'oll', 'us ']
+    """
+    grams: set[str] = set()
+    for word in _WORD.findall(text.lower()):
+        padded = f" {word} "
+        grams.update(padded[i : i + 3] for i in range(len(padded) - 2))
+    return grams
+
+
+def _match_text(spec: ToolSpec) -> str:
+    params = spec.parameters.get("properties") if isinstance(spec.parameters, Mapping) else None
+    names = " ".join(str(n) for n in params) if isinstance(params, Mapping) else ""
+    parts = (spec.name, spec.tool or "", spec.category or "", spec.description[:_MAX_DESCRIPTION_CHARS], names)
+    return " ".join(parts)
+
+
+class PartialMatcher:
+    """The best partial matches of a request among tool texts: cosine of idf-weighted character-trigram sets.
+
+    It finds a tool when the request shares only parts of words with its text ("dollars" / "dollar_rate",
+    "translating" / "translate"), which a word-level index (BM25) does not. Built once per catalog from each
+    API's name, tool, category, description and parameter names (a few seconds for 50,000 APIs); a query
+    costs one pass over the postings of its trigrams.
+
+    Example:
+        >>> from toolrerank_plugins.testing import tiny_catalog
+        >>> matcher = PartialMatcher(tiny_catalog())
+        >>> [tid for tid, _ in matcher.top("geocoding an adress", 1)]
+        ['Maps/GeoFind/geocode']
+    """
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.ids: list[str] = list(catalog.ids)
+        vocab: dict[str, int] = {}
+        rows: list[int] = []
+        cols: list[int] = []
+        for row, tid in enumerate(self.ids):
+            grams = [vocab.setdefault(g, len(vocab)) for g in char_trigrams(_match_text(catalog[tid]))]
+            cols.extend(grams)
+            rows.extend([row] * len(grams))
+        self._vocab = vocab
+        col = np.asarray(cols, dtype=np.int64)
+        row_arr = np.asarray(rows, dtype=np.int64)
+        df = np.bincount(col, minlength=len(vocab)).astype(np.float64)
+        self._idf2 = np.log1p(len(self.ids) / np.maximum(df, 1.0)) ** 2
+        order = np.argsort(col, kind="stable")
+        self._postings = row_arr[order]
+        self._starts = np.concatenate([[0], np.cumsum(df.astype(np.int64))])
+        norms = np.bincount(row_arr, weights=self._idf2[col], minlength=len(self.ids))
+        self._norms = np.sqrt(np.maximum(norms, 1e-12))
+
+    def top(self, query: str, k: int, *, skip: Iterable[str] = ()) -> list[tuple[str, float]]:
+        """Up to ``k`` ``(tool id, score)`` pairs sharing a trigram with ``query``, best first; ids in ``skip``
+        are left out. Scores are cosines in (0, 1]."""
+        known = [self._vocab[g] for g in char_trigrams(query) if g in self._vocab]
+        if not known or k < 1:
+            return []
+        scores = np.zeros(len(self.ids), dtype=np.float64)
+        for g in known:
+            scores[self._postings[self._starts[g] : self._starts[g + 1]]] += self._idf2[g]
+        scores /= self._norms * math.sqrt(float(self._idf2[known].sum()))
+        skipped = frozenset(skip)
+        out: list[tuple[str, float]] = []
+        for row in np.argsort(-scores, kind="stable"):
+            if scores[row] <= 0 or len(out) >= k:
+                break
+            if self.ids[row] not in skipped:
+                out.append((self.ids[row], float(scores[row])))
+        return out
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The ranked tools of one selection: the engine's results, then what a fallback added, and why.
+
+    ``reason`` is ``None`` when the engine ranked as many tools as asked (or all the catalog allows), else a
+    sentence for logs and agent state, e.g. ``"the engine ranked 0 of the 3 tools asked for; 3 added by
+    character n-gram overlap with the tool texts"``. Each added tool carries a ``fallback_*`` stage score
+    (:data:`FALLBACK_DENSE`, :data:`FALLBACK_PARTIAL`, :data:`FALLBACK_CATALOG`).
+    """
+
+    results: list[ScoredTool]
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Selected(Generic[T]):
+    """The tools a selector offers (pins first) and the :class:`Ranking` they came from."""
+
+    tools: list[T]
+    ranking: Ranking
+
+    @property
+    def reason(self) -> str | None:
+        """Why a fallback filled the selection (``None``: the engine ranked enough tools)."""
+        return self.ranking.reason
+
+
+_HOW = {
+    FALLBACK_DENSE: "the engine's dense retriever",
+    FALLBACK_PARTIAL: "character n-gram overlap with the tool texts",
+    FALLBACK_CATALOG: "catalog order (nothing in the tool texts matches the request)",
+}
+
+
 # -- tool selection ---------------------------------------------------------------------------------
 class BaseToolSelector(Generic[T]):
     """Select the tools for the current request out of many (engine search), with pins and a cap.
@@ -146,6 +274,8 @@ class BaseToolSelector(Generic[T]):
             raise ValueError(f"max_tools={max_tools} must be >= 1 and >= the {len(pins)} always_include tools")
         self.max_tools = max_tools
         self.pinned: list[T] = [self.tools_by_name[p] for p in dict.fromkeys(pins)]
+        self._matcher: tuple[Catalog, PartialMatcher] | None = None
+        self._matcher_lock = threading.Lock()
 
     def _k(self, k: int | None) -> int:
         if k is not None and k < 1:
@@ -164,23 +294,125 @@ class BaseToolSelector(Generic[T]):
             chosen.setdefault(self.tool_name(tool), tool)
         return list(chosen.values())
 
+    # -- the fallback when the engine ranks fewer tools than asked -------------------------------------
+    def partial_matcher(self) -> PartialMatcher:
+        """The :class:`PartialMatcher` of the engine's current catalog (built on first use, rebuilt after a
+        catalog change)."""
+        catalog = self.engine.catalog
+        cached = self._matcher
+        if cached is None or cached[0] is not catalog:
+            with self._matcher_lock:  # one build, however many threads fall back at once
+                cached = self._matcher
+                if cached is None or cached[0] is not catalog:
+                    cached = (catalog, PartialMatcher(catalog))
+                    self._matcher = cached
+        return cached[1]
+
+    def _short(self, found: Sequence[ScoredTool], k: int, excluded: Sequence[str]) -> int:
+        """How many tools the ranking lacks: ``min(k, catalog tools not excluded) - len(found)``."""
+        catalog = self.engine.catalog
+        available = len(catalog) - sum(1 for i in set(excluded) if i in catalog)
+        return min(k, available) - len(found)
+
+    def _fill(self, query: str, found: list[ScoredTool], k: int, excluded: Sequence[str]) -> Ranking:
+        """``found`` filled up to ``k`` (as far as the catalog allows): the engine's dense retriever when it
+        has one, else the best partial matches, else (no match and no pins) the catalog's first tools."""
+        need = self._short(found, k, excluded)
+        if need <= 0:
+            return Ranking(found)
+        catalog = self.engine.catalog
+        skip = {*excluded, *(st.id for st in found)}
+        added: list[ScoredTool] = []
+
+        def add(tid: str, score: float, source: str) -> None:
+            if tid not in skip and len(added) < need and tid in catalog:
+                skip.add(tid)
+                added.append(ScoredTool(catalog[tid], score, 0, {source: score}))
+
+        blank = not query.strip()
+        if not blank:
+            dense = self.engine.dense
+            if dense is not None:
+                for hit in dense.search([query], need + len(skip))[0]:
+                    add(hit.id, hit.score, FALLBACK_DENSE)
+            if len(added) < need:
+                for tid, score in self.partial_matcher().top(query, need - len(added), skip=skip):
+                    add(tid, score, FALLBACK_PARTIAL)
+        if not found and not added and not self.pinned:  # nothing at all: never an agent with zero tools
+            for tid in catalog.ids:
+                add(tid, 0.0, FALLBACK_CATALOG)
+        counts = {src: sum(1 for st in added if src in st.stage_scores) for src in _HOW}
+        parts = [f"{n} added by {_HOW[src]}" for src, n in counts.items() if n]
+        if not parts:
+            parts = ["nothing else matches the request" + ("; only the pinned tools are offered" if not found else "")]
+        reason = ("the request is blank: " if blank else "") + (
+            f"the engine ranked {len(found)} of the {len(found) + need} tools asked for; " + ", ".join(parts)
+        )
+        logger.info("tool selection for %.80r: %s", query, reason)
+        return Ranking(renumber([*found, *added]), reason)
+
+    def rank(self, query: str, k: int | None = None, *, exclude: Iterable[str] = (), llm: Any = None) -> Ranking:
+        """The ranked tools behind :meth:`select` (no pins): the engine's ``min(k, max_tools)`` best, filled
+        by a fallback when the engine ranks fewer and the catalog has more (:class:`Ranking` says why).
+
+        Example:
+            >>> from toolrerank_plugins.engine import EngineConfig
+            >>> from toolrerank_plugins.testing import tiny_catalog
+            >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+            >>> selector = BaseToolSelector(engine, {i: i for i in engine.catalog.ids}, name=str, max_tools=2)
+            >>> ranking = selector.rank("wether forcasts")  # misspelt: BM25 finds no word of it
+            >>> [st.tool.name for st in ranking.results]
+            ['forecast', 'get_forecast']
+            >>> ranking.reason
+            'the engine ranked 0 of the 2 tools asked for; 2 added by character n-gram overlap with the tool texts'
+        """
+        k = self._k(k)
+        excluded = self._excluded_ids(exclude)
+        return self._fill(query, self.engine.search(query, top_k=k, exclude=excluded, llm=llm), k, excluded)
+
+    async def arank(self, query: str, k: int | None = None, *, exclude: Iterable[str] = (), llm: Any = None) -> Ranking:
+        """Async twin of :meth:`rank` (same tools)."""
+        k = self._k(k)
+        excluded = self._excluded_ids(exclude)
+        found = await self.engine.asearch(query, top_k=k, exclude=excluded, llm=llm)
+        if self._short(found, k, excluded) <= 0:
+            return Ranking(found)
+        return await asyncio.to_thread(self._fill, query, found, k, excluded)  # may encode or build an index
+
+    def select_detailed(
+        self, query: str, k: int | None = None, *, exclude: Iterable[str] = (), llm: Any = None
+    ) -> Selected[T]:
+        """:meth:`select`'s tools with the ranking behind them and, when a fallback filled it, the reason."""
+        ranking = self.rank(query, k, exclude=exclude, llm=llm)
+        return Selected(self._merge(ranking.results, self._k(k)), ranking)
+
+    async def aselect_detailed(
+        self, query: str, k: int | None = None, *, exclude: Iterable[str] = (), llm: Any = None
+    ) -> Selected[T]:
+        """Async twin of :meth:`select_detailed`."""
+        ranking = await self.arank(query, k, exclude=exclude, llm=llm)
+        return Selected(self._merge(ranking.results, self._k(k)), ranking)
+
     def select(self, query: str, k: int | None = None, *, exclude: Iterable[str] = (), llm: Any = None) -> list[T]:
         """The pinned tools, then the best-ranked others, ``min(k, max_tools)`` in all.
 
         ``exclude`` names tools not to offer (e.g. ones that failed); the engine searches that much deeper
         so ``k`` tools still come back when the catalog has them. Pinned tools are always offered.
         ``llm``: the LLM port this search's LLM stages use (``Engine.search(..., llm=)``).
+
+        When the engine ranks fewer tools than that (a BM25 index shares no word with the request), the
+        rest come from the engine's dense retriever if it has one, else from the best partial matches
+        (:class:`PartialMatcher`), else, when nothing matches and no tool is pinned, from the catalog's
+        order: while the catalog has tools that are not excluded, the selection is never empty.
+        :meth:`select_detailed` gives the reason with the tools; it is logged at INFO.
         """
-        k = self._k(k)
-        return self._merge(self.engine.search(query, top_k=k, exclude=self._excluded_ids(exclude), llm=llm), k)
+        return self.select_detailed(query, k, exclude=exclude, llm=llm).tools
 
     async def aselect(
         self, query: str, k: int | None = None, *, exclude: Iterable[str] = (), llm: Any = None
     ) -> list[T]:
         """Async twin of :meth:`select` (same tools)."""
-        k = self._k(k)
-        found = await self.engine.asearch(query, top_k=k, exclude=self._excluded_ids(exclude), llm=llm)
-        return self._merge(found, k)
+        return (await self.aselect_detailed(query, k, exclude=exclude, llm=llm)).tools
 
     def find(self, query: str, k: int, *, llm: Any = None) -> list[T]:
         """The ``k`` best tools for ``query``, no pins or cap (what a tool-search tool returns)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from toolrerank_plugins._validate import check_top_k as check_top_k  # re-exported: adapters check their counts
@@ -16,7 +16,7 @@ from toolrerank_plugins.config import EngineConfig, default_config
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.errors import CatalogError
-from toolrerank_plugins.records import ScoredTool, ToolSpec
+from toolrerank_plugins.records import ScoredTool, ToolSpec, renumber
 
 T = TypeVar("T")
 
@@ -30,6 +30,8 @@ TOOL_ID, NAME, TOOL, CATEGORY, SCORE, RANK, STAGE_SCORES = (
     "rank",
     "stage_scores",
 )
+#: Metadata key of an agent's tool selection that a fallback filled: why (see ``agents.BaseToolSelector.rank``).
+SELECTION_REASON = "selection_reason"
 
 _FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -178,19 +180,22 @@ def tools_for_engine(
     return {s.id: make_tool(s, implementations[s.id], names[s.id]) for s in specs}
 
 
-def named_first(query: str, items: list[T], by_name: Mapping[str, T]) -> list[T]:
-    """``items`` with the item whose name is exactly ``query`` in front, if it is not already there.
+def lookup_first(tool_id: str | None, found: Sequence[ScoredTool], catalog: Catalog) -> list[ScoredTool]:
+    """``found`` with the catalog API ``tool_id`` in front (``stage_scores`` ``{"name": 1.0}``), if it is not
+    already there; ``found`` as it is for ``None`` or an id the catalog lacks.
 
     Agent frameworks look a tool up by name through the same retriever (LlamaIndex's ``ObjectRetriever``);
     an exact name must always find its tool, whatever the ranking says.
 
     Example:
-        >>> named_first("b", ["a"], {"a": "a", "b": "b"})
+        >>> from toolrerank_plugins.records import ToolSpec
+        >>> catalog = Catalog([ToolSpec("a", "a"), ToolSpec("b", "b")])
+        >>> [st.id for st in lookup_first("b", [ScoredTool(catalog["a"], 0.5, 1)], catalog)]
         ['b', 'a']
-        >>> named_first("a", ["a"], {"a": "a"})
+        >>> [st.id for st in lookup_first("a", [ScoredTool(catalog["a"], 0.5, 1)], catalog)]
         ['a']
     """
-    named = by_name.get(query)
-    if named is None or any(t is named for t in items):
-        return items
-    return [named, *items]
+    spec = catalog.get(tool_id) if tool_id is not None else None
+    if spec is None or any(st.id == spec.id for st in found):
+        return list(found)
+    return renumber([ScoredTool(spec, 1.0, 1, {"name": 1.0}), *found])

@@ -11,7 +11,8 @@ on) and decides, framework-neutrally, which tools each model call is offered:
   :class:`~toolrerank_plugins.agents.BaseToolSelector` (pins and cap included) and keeps that selection for the
   episode's later model calls, so the tools do not change under the agent while it works through tool results;
   tools a tool-search call found in the episode are added to it. The selection is a small
-  :class:`Selection` record that the framework keeps in its own state (``to_state`` / ``from_state``).
+  :class:`Selection` record that the framework keeps in its own state (``to_state`` / ``from_state``); its
+  ``reason`` says why, when the engine ranked too few tools and a fallback filled the selection.
 
 Adapters (``langchain_toolrerank.ToolRerankMiddleware``) only convert their messages into :class:`Turn` records
 and their tool lists; no framework is imported here.
@@ -41,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from toolrerank_plugins.agents import BaseToolSelector
+from toolrerank_plugins.agents import BaseToolSelector, Selected
 from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.llm._stage import LLMStage
 from toolrerank_plugins.records import replace_surrogates
@@ -78,7 +79,8 @@ def conversation_query(turns: Sequence[Turn], history_turns: int = 2, *, max_tur
     text (oldest first, each cut to ``max_turn_chars``), then the last user message, one per line.
 
     Tool results never enter the query; ``history_turns=0`` uses the last user message alone. Without a user
-    turn the query is ``""`` (the engine then ranks nothing: only pinned tools are offered).
+    turn the query is ``""``: the engine ranks nothing, so the pinned tools are offered, or without pins the
+    catalog's first tools (:meth:`~toolrerank_plugins.agents.BaseToolSelector.select`).
 
     Example:
         >>> turns = [Turn("user", "weather in Paris?"), Turn("assistant", "Today or tomorrow?"),
@@ -108,16 +110,19 @@ class Selection:
     """The tools selected for one episode (by name, pins first) and the query they were selected for.
 
     ``episode`` identifies the episode (a hash of where it starts and its query): a later model call of the
-    same episode reuses the selection instead of searching again.
+    same episode reuses the selection instead of searching again. ``reason`` says why a fallback filled the
+    selection when the engine ranked fewer tools than asked (see
+    :meth:`~toolrerank_plugins.agents.BaseToolSelector.select`); ``None`` when it did not.
     """
 
     episode: str
     names: tuple[str, ...]
     query: str
+    reason: str | None = None
 
     def to_state(self) -> dict[str, Any]:
         """A JSON-able dict for the framework's agent state."""
-        return {"episode": self.episode, "names": list(self.names), "query": self.query}
+        return {"episode": self.episode, "names": list(self.names), "query": self.query, "reason": self.reason}
 
     @classmethod
     def from_state(cls, data: Any) -> Selection | None:
@@ -129,7 +134,8 @@ class Selection:
             return None
         if not all(isinstance(n, str) for n in names):
             return None
-        return cls(episode, tuple(names), query)
+        reason = data.get("reason")  # absent in a state saved before reasons were recorded
+        return cls(episode, tuple(names), query, reason if isinstance(reason, str) else None)
 
 
 def uses_llm(engine: Engine) -> bool:
@@ -182,6 +188,9 @@ class ConversationToolSelector(Generic[T]):
                 chosen.setdefault(n, tool)
         return list(chosen.values())
 
+    def _selection(self, key: str, query: str, selected: Selected[T]) -> Selection:
+        return Selection(key, tuple(self.selector.tool_name(t) for t in selected.tools), query, selected.reason)
+
     def _reuse(self, turns: Sequence[Turn], previous: Selection | None) -> tuple[Selection | None, str, str, list[str]]:
         key, query, found = self.episode(turns)
         return (previous if previous is not None and previous.episode == key else None), key, query, found
@@ -196,8 +205,7 @@ class ConversationToolSelector(Generic[T]):
         """
         kept, key, query, found = self._reuse(turns, previous)
         if kept is None:
-            tools = self.selector.select(query, llm=llm)
-            kept = Selection(key, tuple(self.selector.tool_name(t) for t in tools), query)
+            kept = self._selection(key, query, self.selector.select_detailed(query, llm=llm))
         return self._offer(kept, found), kept
 
     async def aselect(
@@ -206,8 +214,7 @@ class ConversationToolSelector(Generic[T]):
         """Async twin of :meth:`select` (same tools)."""
         kept, key, query, found = self._reuse(turns, previous)
         if kept is None:
-            tools = await self.selector.aselect(query, llm=llm)
-            kept = Selection(key, tuple(self.selector.tool_name(t) for t in tools), query)
+            kept = self._selection(key, query, await self.selector.aselect_detailed(query, llm=llm))
         return self._offer(kept, found), kept
 
     def replace_catalog_tools(

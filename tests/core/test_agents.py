@@ -11,11 +11,30 @@ from typing import Any
 
 import pytest
 
-from toolrerank_plugins.agents import BaseToolSelector, DFSDTSearch, ModelReply, ToolCall, run_tool_loop
+from toolrerank_plugins.agents import (
+    FALLBACK_CATALOG,
+    FALLBACK_DENSE,
+    FALLBACK_PARTIAL,
+    BaseToolSelector,
+    DFSDTSearch,
+    ModelReply,
+    PartialMatcher,
+    ToolCall,
+    run_tool_loop,
+)
+from toolrerank_plugins.catalog import Catalog, default_catalog_path
+from toolrerank_plugins.config import EngineConfig
 from toolrerank_plugins.engine import Engine
+from toolrerank_plugins.loaders import load_catalog
 from toolrerank_plugins.pipelines import pipeline_config
+from toolrerank_plugins.records import ScoredTool, ToolSpec
+from toolrerank_plugins.selection import ConversationToolSelector, Selection, Turn
+from toolrerank_plugins.stages import Stage, StageContext
 from toolrerank_plugins.testing import FakeEmbedder, fake_implementation, fake_result, tiny_catalog
 from toolrerank_plugins.testing.agents import CallableTool, ScriptedAgentPort, ToolScript, search_tool
+
+#: a request with no word in common with the 30 tools below (issue 26: BM25 offered the agent no tool at all)
+EUROS = "How much is 100 US dollars in euros?"
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +115,113 @@ def test_find_and_get(engine: Engine) -> None:
     assert _names(asyncio.run(selector.afind("convert a street address to coordinates", 2))) == _names(found)
     assert selector.get("geocode") is found[0] and selector.get("nope") is None
     assert "pinned=1" in repr(selector)
+
+
+# -- a selection is never silently empty -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def thirty() -> Engine:
+    """30 APIs of the bundled catalog (accounts, flights, hotels: nothing about money), BM25 only."""
+    catalog = load_catalog(default_catalog_path())
+    return Engine.build(Catalog([catalog[i] for i in catalog.ids[:30]]), EngineConfig(retriever="bm25"))
+
+
+def test_a_request_bm25_cannot_match_still_gets_tools_and_says_why(
+    thirty: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert thirty.search(EUROS, top_k=3) == []  # the engine alone: nothing
+    selector = _selector(thirty, max_tools=3)
+    with caplog.at_level(logging.INFO, logger="toolrerank_plugins.agents"):
+        chosen = selector.select_detailed(EUROS)
+    assert len(chosen.tools) == 3
+    assert chosen.reason == (
+        "the engine ranked 0 of the 3 tools asked for; 3 added by character n-gram overlap with the tool texts"
+    )
+    assert all(set(st.stage_scores) == {FALLBACK_PARTIAL} for st in chosen.ranking.results)
+    assert [st.rank for st in chosen.ranking.results] == [1, 2, 3]
+    assert chosen.reason in caplog.text
+    assert _names(selector.select(EUROS)) == _names(chosen.tools)
+    assert _names(asyncio.run(selector.aselect(EUROS))) == _names(chosen.tools)
+    assert asyncio.run(selector.arank(EUROS)) == selector.rank(EUROS)
+
+
+def test_a_short_ranking_is_filled_after_the_engines_own_results(thirty: Engine) -> None:
+    query = "book a flight"
+    found = thirty.search(query, top_k=30)
+    assert 0 < len(found) < 30
+    ranking = _selector(thirty, max_tools=30).rank(query)
+    assert [st.id for st in ranking.results[: len(found)]] == [st.id for st in found]
+    assert len(ranking.results) == len({st.id for st in ranking.results}) > len(found)
+    assert ranking.reason is not None and ranking.reason.startswith(f"the engine ranked {len(found)} of the 30")
+    enough = _selector(thirty, max_tools=len(found)).rank(query)
+    assert enough.reason is None and enough.results == found  # the engine ranked enough: no fallback
+
+
+def test_nothing_matches_pins_alone_or_the_catalog_order(thirty: Engine) -> None:
+    pinned = _selector(thirty, max_tools=3, pins=("logout",)).select_detailed("你好")  # no trigram in common
+    assert _names(pinned.tools) == ["logout"] and pinned.ranking.results == []
+    assert pinned.reason == (
+        "the engine ranked 0 of the 3 tools asked for; nothing else matches the request; only the pinned tools "
+        "are offered"
+    )
+    unpinned = _selector(thirty, max_tools=3).select_detailed("你好")
+    assert _names(unpinned.tools) == [thirty.catalog[i].name for i in thirty.catalog.ids[:3]]
+    assert all(FALLBACK_CATALOG in st.stage_scores for st in unpinned.ranking.results)
+    assert unpinned.reason is not None and "catalog order" in unpinned.reason
+    blank = _selector(thirty, max_tools=2).select_detailed("   ")
+    assert len(blank.tools) == 2 and (blank.reason or "").startswith("the request is blank: ")
+
+
+def test_the_fallback_never_offers_an_excluded_tool(thirty: Engine) -> None:
+    selector = _selector(thirty, max_tools=3)
+    names = [thirty.catalog[i].name for i in thirty.catalog.ids]
+    out = selector.select(EUROS, exclude=names[:-2])  # all but two excluded
+    assert sorted(_names(out)) == sorted(names[-2:])
+    assert selector.select(EUROS, exclude=names) == []  # nothing left to offer
+    assert selector.rank(EUROS, exclude=names).reason is None
+
+
+class _KeepsOne(Stage):
+    """A stage that keeps only its best candidate (as a confident truncation would)."""
+
+    name = "keep_one"
+
+    def run(
+        self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
+    ) -> list[ScoredTool]:
+        return candidates[:1]
+
+
+def test_an_engine_with_vectors_fills_from_its_dense_retriever() -> None:
+    engine = Engine.build(tiny_catalog(), pipeline_config("dense"), embedder=FakeEmbedder())
+    dense = [st.id for st in engine.search("weather forecast in a city", top_k=3)]
+    engine.set_stages([_KeepsOne()])
+    assert len(engine.search("weather forecast in a city", top_k=3)) == 1
+    ranking = _selector(engine, max_tools=3).rank("weather forecast in a city")
+    assert [st.id for st in ranking.results] == dense
+    assert [FALLBACK_DENSE in st.stage_scores for st in ranking.results] == [False, True, True]
+    assert ranking.reason == "the engine ranked 1 of the 3 tools asked for; 2 added by the engine's dense retriever"
+
+
+def test_the_partial_matcher_follows_catalog_changes() -> None:
+    engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+    selector = _selector(engine, max_tools=1)
+    first = selector.partial_matcher()
+    assert selector.partial_matcher() is first  # built once per catalog
+    engine.add([ToolSpec("Money/FX/convert_currency", "convert_currency", "Convert dollars into euros")])
+    assert selector.partial_matcher() is not first
+    assert selector.partial_matcher().top("dollar to euro rates", 1)[0][0] == "Money/FX/convert_currency"
+    assert PartialMatcher(tiny_catalog()).top("", 3) == [] and PartialMatcher(tiny_catalog()).top("geocode", 0) == []
+
+
+def test_the_conversation_selection_keeps_the_reason(thirty: Engine) -> None:
+    chooser = ConversationToolSelector(_selector(thirty, max_tools=2))
+    offered, selection = chooser.select([Turn("user", EUROS)])
+    assert len(offered) == 2 and selection.reason is not None and "n-gram" in selection.reason
+    assert Selection.from_state(selection.to_state()) == selection
+    old = {"episode": selection.episode, "names": list(selection.names), "query": selection.query}
+    assert Selection.from_state(old) == Selection(selection.episode, selection.names, selection.query)
+    assert asyncio.run(chooser.aselect([Turn("user", EUROS)]))[1] == selection
+    assert chooser.select([Turn("user", "book a flight")])[1].reason is None
 
 
 # -- the tool-calling loop -----------------------------------------------------------------------------

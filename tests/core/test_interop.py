@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from toolrerank_plugins.interop import function_names, result_metadata
+from toolrerank_plugins.catalog import Catalog
+from toolrerank_plugins.interop import function_names, lookup_first, result_metadata
 from toolrerank_plugins.llm.base import sampling_options
 from toolrerank_plugins.records import ScoredTool, ToolSpec
 
@@ -38,3 +39,12 @@ def test_sampling_options_keep_only_what_was_set() -> None:
     assert sampling_options(None, None, None) == {}
     assert sampling_options(0.2, 64, ("END",)) == {"temperature": 0.2, "max_tokens": 64, "stop": ["END"]}
     assert sampling_options(None, None, []) == {"stop": []}
+
+
+def test_lookup_first_puts_the_named_tool_in_front_once() -> None:
+    catalog = Catalog([ToolSpec("login", "login"), ToolSpec("logout", "logout")])
+    found = [ScoredTool(catalog["logout"], 0.9, 1, {"bm25": 0.9})]
+    out = lookup_first("login", found, catalog)
+    assert [(st.id, st.rank) for st in out] == [("login", 1), ("logout", 2)] and out[0].stage_scores == {"name": 1.0}
+    assert lookup_first("logout", found, catalog) == found
+    assert lookup_first(None, found, catalog) == found == lookup_first("nope", found, catalog)

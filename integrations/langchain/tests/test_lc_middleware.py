@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -91,7 +92,8 @@ def test_a_tool_found_with_search_tools_is_offered_and_executable() -> None:
 
 
 def test_a_follow_up_uses_the_conversation() -> None:
-    """'do it' after a weather question: the earlier turns make the query; the last message alone finds nothing."""
+    """'do it' after a weather question: the earlier turns make the query; the last message alone does not find
+    the weather tools."""
 
     def ask(history_turns: int) -> list[list[str]]:
         model = ScriptedToolCallingModel(plan=[{"tools": ["forecast"], "args": {"city": "Paris"}}])
@@ -109,7 +111,8 @@ def test_a_follow_up_uses_the_conversation() -> None:
         return model.offered
 
     assert set(ask(history_turns=2)[0]) <= WEATHER and "forecast" in ask(history_turns=2)[0]
-    assert ask(history_turns=0)[0] == []  # "yes, do it" alone matches no tool
+    alone = ask(history_turns=0)[0]  # "yes, do it" alone: no word of a tool; the fallback's partial matches
+    assert alone and not set(alone) & WEATHER
 
 
 def test_each_user_message_starts_a_new_selection_in_a_persistent_thread() -> None:
@@ -176,7 +179,8 @@ def test_without_the_agents_model_the_stage_falls_back() -> None:
     model = ScriptedToolCallingModel(plan=[], replies=[(QG_PROMPT, "1. Convert a street address into coordinates")])
     agent = create_agent(model, middleware=[_middleware(_qg_engine(), max_tools=2, use_agent_model=False)])
     agent.invoke({"messages": [HumanMessage("help me with my trip")]}, LIMIT)
-    assert model.prompted == [] and model.offered == [[]]  # no LLM registered: first-stage ranking, which is empty
+    # no LLM registered: the first-stage ranking, which is empty, so the selection's fallback fills it
+    assert model.prompted == [] and len(model.offered[0]) == 2
 
 
 def test_the_stage_trace_shows_the_agents_model_was_used() -> None:
@@ -241,3 +245,41 @@ def test_a_lone_surrogate_in_an_earlier_turn_does_not_stop_the_agent() -> None:
         LIMIT,
     )
     assert "forecast" in model.offered[0]
+
+
+def _thirty_tools() -> list[Any]:
+    """30 APIs of the bundled catalog (accounts, flights, hotels: nothing about money) as LangChain tools."""
+    from langchain_toolrerank._convert import spec_to_tool
+
+    from toolrerank_plugins.testing.tools import demo_catalog
+
+    catalog = demo_catalog()
+    specs = [catalog[i] for i in catalog.ids[:30]]
+    return [spec_to_tool(s, fake_implementation(s), s.name) for s in specs]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_request_bm25_cannot_match_is_still_offered_tools_and_the_state_says_why(
+    asynchronous: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # issue 26: with retriever="bm25" (as in every docs snippet) a request sharing no word with the 30 tools
+    # was offered no tool at all (tools=None); the core's fallback now fills the selection and says why
+    tools = _thirty_tools()
+    rerank = ToolRerankMiddleware.from_tools(tools, EngineConfig(retriever="bm25"), max_tools=3)
+    euros = "How much is 100 US dollars in euros?"
+    assert rerank.engine.search(euros, top_k=3) == []
+    model = ScriptedToolCallingModel(plan=[{"tools": [t.name for t in tools], "args": {}}])  # calls what it gets
+    agent = create_agent(model, middleware=[rerank], checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "euros"}, **LIMIT}
+    question = {"messages": [HumanMessage(euros)]}
+    with caplog.at_level(logging.INFO, logger="toolrerank_plugins.agents"):
+        out = asyncio.run(agent.ainvoke(question, thread)) if asynchronous else agent.invoke(question, thread)
+    assert len(model.offered[0]) == 3 and model.offered[1] == model.offered[0]  # offered, kept for the episode
+    assert model.calls == [model.offered[0][0]]  # and the model could call one
+    assert _tool_messages(out)[0].status == "success"
+    reason = agent.get_state(thread).values["toolrerank_selection"]["reason"]
+    assert (
+        reason
+        == "the engine ranked 0 of the 3 tools asked for; 3 added by character n-gram overlap with the tool texts"
+    )
+    assert reason in caplog.text

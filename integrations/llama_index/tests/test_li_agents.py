@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent, ReActAgent
@@ -120,3 +121,32 @@ def test_llm_wrapper():
 
     with pytest.raises(LLMError, match="rate limited"):
         LlamaIndexLLM(Broken()).complete("x")
+
+
+@pytest.mark.parametrize("kind", ["function", "react"])
+def test_a_request_bm25_cannot_match_is_still_offered_tools_and_the_nodes_say_why(kind, caplog):
+    # issue 26: with retriever="bm25" a request sharing no word with the 30 tools retrieved no tool, so the
+    # agent's LLM was offered none; the core's fallback now fills the selection and says why
+    catalog = demo_catalog()
+    specs = [catalog[i] for i in catalog.ids[:30]]  # accounts, flights, hotels: nothing about money
+    tools = [
+        FunctionTool.from_defaults(fn=fake_implementation(s), name=s.name, description=s.description) for s in specs
+    ]
+    retriever = ToolRerankToolRetriever.from_tools(tools, EngineConfig(retriever="bm25"), similarity_top_k=3)
+    euros = "How much is 100 US dollars in euros?"
+    assert retriever.engine.search(euros, top_k=3) == []
+    plan = ToolPlan(tools=[s.name for s in specs])  # calls the first tool it is offered
+    llm = scripted_function_calling_llm(plan) if kind == "function" else scripted_react_llm(plan)
+    agent = (FunctionAgent if kind == "function" else ReActAgent)(tool_retriever=retriever, llm=llm)
+    with caplog.at_level(logging.INFO, logger="toolrerank_plugins.agents"):
+        answer = _run(agent, euros)
+    assert len(plan.offered[0]) == 3 and plan.calls == [plan.offered[0][0]]
+    assert answer.startswith("Final answer: ")
+    reason = "the engine ranked 0 of the 3 tools asked for; 3 added by character n-gram overlap with the tool texts"
+    assert reason in caplog.text
+    nodes = retriever.retrieve_nodes(euros)
+    assert [n.node.metadata["name"] for n in nodes] == plan.offered[0]
+    assert all(n.node.metadata["selection_reason"] == reason for n in nodes)
+    assert "selection_reason" in nodes[0].node.excluded_llm_metadata_keys
+    assert [n.node.metadata for n in asyncio.run(retriever.aretrieve_nodes(euros))] == [n.node.metadata for n in nodes]
+    assert "selection_reason" not in retriever.retrieve_nodes("book a flight")[0].node.metadata

@@ -9,12 +9,14 @@ from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageR
 from llama_index.core.schema import BaseNode, NodeWithScore, TextNode
 from llama_index.core.tools import BaseTool, FunctionTool
 
+from toolrerank_plugins.agents import Ranking
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.interop import (
     CATEGORY,
     NAME,
     RANK,
     SCORE,
+    SELECTION_REASON,
     STAGE_SCORES,
     TOOL,
     TOOL_ID,
@@ -26,19 +28,29 @@ from toolrerank_plugins.llm.wrapper import convert_messages
 from toolrerank_plugins.records import ScoredTool, ToolSpec
 
 # Ranking bookkeeping stays out of the text LLMs and embedders see.
-_HIDDEN = [SCORE, RANK, STAGE_SCORES]
+_HIDDEN = [SCORE, RANK, STAGE_SCORES, SELECTION_REASON]
 
 
-def scored_to_node(st: ScoredTool, render: Callable[[ToolSpec], str]) -> NodeWithScore:
-    """A retrieved tool as a node (id = tool id, text = rendered tool) with the fixed metadata keys."""
+def scored_to_node(
+    st: ScoredTool, render: Callable[[ToolSpec], str], extra: Mapping[str, Any] | None = None
+) -> NodeWithScore:
+    """A retrieved tool as a node (id = tool id, text = rendered tool) with the fixed metadata keys (and
+    ``extra`` ones)."""
     node = TextNode(
         id_=st.tool.id,
         text=render(st.tool),
-        metadata=result_metadata(st),
+        metadata={**result_metadata(st), **(extra or {})},
         excluded_llm_metadata_keys=list(_HIDDEN),
         excluded_embed_metadata_keys=list(_HIDDEN),
     )
     return NodeWithScore(node=node, score=st.score)
+
+
+def selection_nodes(ranking: Ranking, render: Callable[[ToolSpec], str]) -> list[NodeWithScore]:
+    """An agent's tool selection as nodes; when a fallback filled it, each node's metadata says why
+    (``selection_reason``)."""
+    extra = {SELECTION_REASON: ranking.reason} if ranking.reason is not None else None
+    return [scored_to_node(st, render, extra) for st in ranking.results]
 
 
 def node_to_spec(node: BaseNode, catalog: Catalog) -> ToolSpec:

@@ -9,15 +9,16 @@ from typing import Any, TypeVar
 
 from llama_index.core.objects.base import ObjectRetriever
 from llama_index.core.objects.base_node_mapping import BaseObjectNodeMapping
-from llama_index.core.schema import BaseNode, QueryBundle, QueryType, TextNode
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle, QueryType, TextNode
 from llama_index.core.tools import BaseTool
-from llama_index.retrievers.toolrerank._convert import spec_to_tool, tool_to_spec
+from llama_index.retrievers.toolrerank._convert import selection_nodes, spec_to_tool, tool_to_spec
 from llama_index.retrievers.toolrerank.base import ToolRerankRetriever
 from llama_index.retrievers.toolrerank.llms import as_llm_port
 
+from toolrerank_plugins.agents import BaseToolSelector, Ranking
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine, EngineConfig
-from toolrerank_plugins.interop import TOOL_ID, engine_for_tools, named_first, require_tools, tools_for_engine
+from toolrerank_plugins.interop import TOOL_ID, engine_for_tools, lookup_first, tools_for_engine
 from toolrerank_plugins.records import ScoredTool
 
 T = TypeVar("T")
@@ -54,6 +55,10 @@ class _ToolIdMapping(BaseObjectNodeMapping[BaseTool]):
 HANDOFF_TOOL = "handoff"
 
 
+def _tool_name(tool: BaseTool) -> str:
+    return tool.metadata.name or ""
+
+
 def _query_str(q: QueryType) -> str:
     return q if isinstance(q, str) else q.query_str if isinstance(q, QueryBundle) else str(q)
 
@@ -61,6 +66,11 @@ def _query_str(q: QueryType) -> str:
 class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
     """Retrieve agent tools through the engine; pass it as ``tool_retriever=`` to ``FunctionAgent``,
     ``ReActAgent`` or an agent of an ``AgentWorkflow`` (one retriever per agent).
+
+    A request always gets tools while the catalog has some: when the engine ranks fewer than
+    ``similarity_top_k`` (a BM25 index shares no word with the request), the core's fallback fills the
+    selection (:meth:`toolrerank_plugins.agents.BaseToolSelector.rank`), logs why, and :meth:`retrieve_nodes`
+    shows the reason in each node's ``selection_reason`` metadata.
 
     These agents look a called tool up again by calling the tool retriever with the tool's *name* as the
     query. So a query that is exactly a tool's name returns that tool first, then the first stage's ranking
@@ -102,17 +112,24 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
         llm: Any = None,
     ) -> None:
         by_id = dict(tools) if isinstance(tools, Mapping) else {t.metadata.name or "": t for t in tools}
-        require_tools(engine.catalog.ids, by_id, "ToolRerankToolRetriever.from_tools")
+        retriever = ToolRerankRetriever(engine, similarity_top_k)  # checks similarity_top_k
+        #: the core's selection (engine search, and the fallback when the engine ranks too few tools)
+        self.selector: BaseToolSelector[BaseTool] = BaseToolSelector(
+            engine,
+            by_id,
+            name=_tool_name,
+            max_tools=retriever.similarity_top_k,
+            builder="ToolRerankToolRetriever.from_tools",
+        )
         self.engine = engine
         self.tools_by_name: dict[str, BaseTool] = {t.metadata.name or "": t for t in by_id.values()}
+        self._ids_by_name = {_tool_name(t): tid for tid, t in by_id.items()}
         #: the separate LLM of the LLM stages (None: the bound agent's ``llm``)
         self.llm = llm
         self._tools_by_id = by_id
         self._agent: Any = None
         self._port: tuple[Any, Any] = (None, None)  # (LLM, its LLM port), replaced as one
-        super().__init__(
-            retriever=ToolRerankRetriever(engine, similarity_top_k), object_node_mapping=_ToolIdMapping(by_id)
-        )
+        super().__init__(retriever=retriever, object_node_mapping=_ToolIdMapping(by_id))
 
     @classmethod
     def from_tools(
@@ -178,9 +195,6 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
             self._port = (llm, port)
         return port
 
-    def _found(self, query: str, results: list[ScoredTool]) -> list[BaseTool]:
-        return named_first(query, [self._tools_by_id[st.tool.id] for st in results], self.tools_by_name)
-
     def _is_lookup(self, query: str) -> bool:
         """Whether ``query`` is the name of a tool the agent may call (the agents' lookup, not a request)."""
         if query in self.tools_by_name or query == HANDOFF_TOOL:
@@ -188,18 +202,40 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
         own = getattr(self._agent, "tools", None) or ()
         return any(getattr(getattr(t, "metadata", None), "name", None) == query for t in own)
 
-    def retrieve(self, str_or_query_bundle: QueryType) -> list[BaseTool]:
+    def _lookup(self, query: str, found: list[ScoredTool]) -> Ranking:
+        return Ranking(lookup_first(self._ids_by_name.get(query), found, self.engine.catalog))
+
+    def rank(self, str_or_query_bundle: QueryType) -> Ranking:
+        """The ranked tools behind :meth:`retrieve`: a lookup's first-stage ranking with the named tool first,
+        or a request's selection (the engine's ranking, filled by the core's fallback when it is short)."""
         query = _query_str(str_or_query_bundle)
         if self._is_lookup(query):
-            return self._found(query, self.engine.retrieve([query], self.similarity_top_k)[0])
-        return self._found(query, self.engine.search(query, self.similarity_top_k, llm=self.stage_llm()))
+            return self._lookup(query, self.engine.retrieve([query], self.similarity_top_k)[0])
+        return self.selector.rank(query, self.similarity_top_k, llm=self.stage_llm())
 
-    async def aretrieve(self, str_or_query_bundle: QueryType) -> list[BaseTool]:
+    async def arank(self, str_or_query_bundle: QueryType) -> Ranking:
+        """Async twin of :meth:`rank`."""
         query = _query_str(str_or_query_bundle)
         if self._is_lookup(query):
             found = await asyncio.to_thread(self.engine.retrieve, [query], self.similarity_top_k)
-            return self._found(query, found[0])
-        return self._found(query, await self.engine.asearch(query, self.similarity_top_k, llm=self.stage_llm()))
+            return self._lookup(query, found[0])
+        return await self.selector.arank(query, self.similarity_top_k, llm=self.stage_llm())
+
+    def retrieve(self, str_or_query_bundle: QueryType) -> list[BaseTool]:
+        return [self._tools_by_id[st.tool.id] for st in self.rank(str_or_query_bundle).results]
+
+    async def aretrieve(self, str_or_query_bundle: QueryType) -> list[BaseTool]:
+        return [self._tools_by_id[st.tool.id] for st in (await self.arank(str_or_query_bundle)).results]
+
+    def retrieve_nodes(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        """What :meth:`retrieve` returns, as nodes (id = tool id) with the fixed metadata keys, plus
+        ``selection_reason`` when the core's fallback filled the selection (why, e.g. "the engine ranked 0
+        of the 3 tools asked for; 3 added by character n-gram overlap with the tool texts")."""
+        return selection_nodes(self.rank(str_or_query_bundle), self.engine.render)
+
+    async def aretrieve_nodes(self, str_or_query_bundle: QueryType) -> list[NodeWithScore]:
+        """Async twin of :meth:`retrieve_nodes`."""
+        return selection_nodes(await self.arank(str_or_query_bundle), self.engine.render)
 
 
 def use_agent_llm(target: T) -> T:
