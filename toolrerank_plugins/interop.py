@@ -19,6 +19,7 @@ from toolrerank_plugins.errors import CatalogError
 from toolrerank_plugins.records import ScoredTool, ToolSpec, renumber
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: Metadata keys every adapter writes (on a copy of the input's metadata).
 TOOL_ID, NAME, TOOL, CATEGORY, SCORE, RANK, STAGE_SCORES = (
@@ -199,3 +200,33 @@ def lookup_first(tool_id: str | None, found: Sequence[ScoredTool], catalog: Cata
     if spec is None or any(st.id == spec.id for st in found):
         return list(found)
     return renumber([ScoredTool(spec, 1.0, 1, {"name": 1.0}), *found])
+
+
+# -- results back to the caller's documents / nodes (compressors and postprocessors) ----------------------
+def back_to_inputs(
+    inputs: Sequence[T],
+    specs: Sequence[ToolSpec],
+    ranked: Sequence[ScoredTool],
+    rescored: Callable[[T, ScoredTool], R],
+    brought_in: Callable[[ScoredTool], R],
+) -> list[R]:
+    """:meth:`Engine.rerank`'s ranking of ``specs`` (the tools ``inputs`` stand for, in order) as the caller's
+    items: the one behaviour of the LangChain compressor and the LlamaIndex postprocessor.
+
+    * a ranked tool that an input stands for becomes ``rescored(input, scored)`` (a copy of the input with the
+      ranking in its metadata); a repeated id maps to its first input, as the engine keeps its first occurrence;
+    * a ranked tool that no input stands for, because a stage brought it in (the ``tgr`` stage's
+      prerequisites, the hierarchy stage's sibling APIs), becomes ``brought_in(scored)``: a new item built from
+      the catalog, at its rank, since the pipeline ranks it among the tools the request needs.
+
+    Example:
+        >>> from toolrerank_plugins.records import ToolSpec
+        >>> login, update = ToolSpec("login", "login"), ToolSpec("update_email", "update_email")
+        >>> ranked = [ScoredTool(login, 2.0, 1), ScoredTool(update, 1.0, 2)]  # a stage brought in login
+        >>> back_to_inputs(["doc: update e-mail"], [update], ranked, lambda doc, st: doc, lambda st: f"new: {st.id}")
+        ['new: login', 'doc: update e-mail']
+    """
+    by_id: dict[str, T] = {}
+    for item, spec in zip(inputs, specs):
+        by_id.setdefault(spec.id, item)
+    return [rescored(by_id[st.id], st) if st.id in by_id else brought_in(st) for st in ranked]

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from toolrerank_plugins.catalog import Catalog
-from toolrerank_plugins.interop import function_names, lookup_first, result_metadata
+from toolrerank_plugins.interop import back_to_inputs, function_names, lookup_first, result_metadata
 from toolrerank_plugins.llm.base import sampling_options
 from toolrerank_plugins.records import ScoredTool, ToolSpec
 
@@ -39,6 +39,19 @@ def test_sampling_options_keep_only_what_was_set() -> None:
     assert sampling_options(None, None, None) == {}
     assert sampling_options(0.2, 64, ("END",)) == {"temperature": 0.2, "max_tokens": 64, "stop": ["END"]}
     assert sampling_options(None, None, []) == {"stop": []}
+
+
+def test_back_to_inputs_rescores_inputs_and_builds_tools_a_stage_brought_in() -> None:
+    """The one mapping of the LangChain compressor and the LlamaIndex postprocessor (issue 26: the compressor
+    raised KeyError on a tool no input stood for)."""
+    a, b, login = ToolSpec("a", "a"), ToolSpec("b", "b"), ToolSpec("login", "login")
+    inputs = ["doc a", "doc b", "doc a again"]
+    ranked = [ScoredTool(b, 3.0, 1), ScoredTool(login, 2.0, 2), ScoredTool(a, 1.0, 3)]
+    out = back_to_inputs(
+        inputs, [a, b, a], ranked, lambda doc, st: (doc, st.rank), lambda st: (f"new {st.id}", st.rank)
+    )
+    assert out == [("doc b", 1), ("new login", 2), ("doc a", 3)]  # a repeated id maps to its first input
+    assert back_to_inputs([], [], [], lambda d, st: d, lambda st: st) == []
 
 
 def test_lookup_first_puts_the_named_tool_in_front_once() -> None:

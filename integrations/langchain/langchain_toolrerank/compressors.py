@@ -8,8 +8,10 @@ from langchain_core.callbacks import Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, Field
 
-from langchain_toolrerank._convert import document_to_spec, rescored_document
+from langchain_toolrerank._convert import document_to_spec, rescored_document, scored_to_document
 from toolrerank_plugins.engine import Engine
+from toolrerank_plugins.interop import back_to_inputs
+from toolrerank_plugins.records import ScoredTool, ToolSpec
 
 
 class ToolRerankCompressor(BaseDocumentCompressor):
@@ -17,8 +19,12 @@ class ToolRerankCompressor(BaseDocumentCompressor):
 
     A document maps to the engine catalog's tool through ``metadata["tool_id"]``; a document without a
     known id becomes a tool described by its text. Returned documents are copies with ``tool_id``,
-    ``score``, ``rank`` and ``stage_scores`` added to their metadata. Call :meth:`compress_documents`
-    directly, chain it after any retriever, or use it in ``ContextualCompressionRetriever`` (package
+    ``score``, ``rank`` and ``stage_scores`` added to their metadata; a tool a stage brings in (the default
+    pipeline's prerequisites, a sibling API) comes back at its rank as a new document built from the catalog
+    (the rendered tool, id = tool id), as :class:`~langchain_toolrerank.ToolRerankRetriever` makes them
+    (:func:`toolrerank_plugins.interop.back_to_inputs`, shared with the LlamaIndex postprocessor). Call
+    :meth:`compress_documents` directly, chain it after any retriever, or use it in
+    ``ContextualCompressionRetriever`` (package
     ``langchain-classic`` in LangChain 1.x).
 
     Args:
@@ -46,18 +52,17 @@ class ToolRerankCompressor(BaseDocumentCompressor):
     ) -> Sequence[Document]:
         specs = [document_to_spec(d, self.engine.catalog) for d in documents]
         ranked = self.engine.rerank(query, specs, top_k=self.top_n)
-        return _back_to_documents(documents, specs, ranked)
+        return self._back(documents, specs, ranked)
 
     async def acompress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         specs = [document_to_spec(d, self.engine.catalog) for d in documents]
         ranked = await self.engine.arerank(query, specs, top_k=self.top_n)
-        return _back_to_documents(documents, specs, ranked)
+        return self._back(documents, specs, ranked)
 
-
-def _back_to_documents(documents: Sequence[Document], specs: Sequence, ranked: Sequence) -> list[Document]:
-    by_id: dict[str, Document] = {}
-    for doc, spec in zip(documents, specs):
-        by_id.setdefault(spec.id, doc)  # the engine keeps a repeated id's first occurrence too
-    return [rescored_document(by_id[st.tool.id], st) for st in ranked]
+    def _back(
+        self, documents: Sequence[Document], specs: Sequence[ToolSpec], ranked: Sequence[ScoredTool]
+    ) -> list[Document]:
+        render = self.engine.render
+        return back_to_inputs(documents, specs, ranked, rescored_document, lambda st: scored_to_document(st, render))

@@ -113,3 +113,28 @@ def test_a_document_with_a_lone_surrogate_is_a_catalog_error(engine):
 
     with pytest.raises(CatalogError, match="lone surrogate"):
         ToolRerankCompressor(engine=engine).compress_documents([Document(page_content="mail \ud800")], "email")
+
+
+def test_a_tool_the_default_pipeline_brings_in_comes_back_as_a_new_document():
+    # The default pipeline's tgr stage adds update_email's prerequisite login, which no input document stands
+    # for: it comes back at its rank, built from the catalog (this raised KeyError before).
+    from toolrerank_plugins import default_catalog_path, load_catalog
+    from toolrerank_plugins.engine import Engine
+    from toolrerank_plugins.pipelines import pipeline_config
+    from toolrerank_plugins.testing import FakeEmbedder
+
+    engine = Engine.build(load_catalog(default_catalog_path()), pipeline_config("default"), embedder=FakeEmbedder())
+    update, login = "Auth/Identity/KeyGate Identity/update_email", "Auth/Identity/KeyGate Identity/login"
+    docs = [Document("Change the e-mail address", metadata={"tool_id": update, "source": "other"}, id="d0")]
+    comp = ToolRerankCompressor(engine=engine, top_n=5)
+    out = comp.compress_documents(docs, "change the e-mail address on my account")
+    assert [d.metadata["tool_id"] for d in out] == [update, login]
+    assert out[0].id == "d0" and out[0].metadata["source"] == "other"  # the input, rescored
+    added = out[1]
+    assert added.id == login and added.page_content == engine.render(engine.catalog[login])
+    assert added.metadata["rank"] == 2 and "tgr" in added.metadata["stage_scores"]
+    asynced = asyncio.run(comp.acompress_documents(docs, "change the e-mail address on my account"))
+    assert [d.metadata for d in asynced] == [d.metadata for d in out]
+    assert [
+        d.metadata["tool_id"] for d in comp.model_copy(update={"top_n": 1}).compress_documents(docs, "change my e-mail")
+    ] == [update]

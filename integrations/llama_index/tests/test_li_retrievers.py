@@ -152,3 +152,24 @@ def test_a_fn_schema_without_json_schema_is_a_catalog_error(fn_schema):
     tool = FunctionTool(fn=lambda **kw: "x", metadata=meta)
     with pytest.raises(CatalogError, match="odd_tool.*cannot read its argument schema"):
         ToolRerankToolRetriever.from_tools([tool], EngineConfig(retriever="bm25"))
+
+
+def test_postprocessor_returns_a_prerequisite_of_the_default_pipeline_as_a_new_node():
+    # The default pipeline on the bundled catalog: its tgr stage adds update_email's prerequisite login, which
+    # no input node stands for; the same core mapping as the LangChain compressor (interop.back_to_inputs).
+    from toolrerank_plugins import default_catalog_path, load_catalog
+    from toolrerank_plugins.engine import Engine
+    from toolrerank_plugins.pipelines import pipeline_config
+    from toolrerank_plugins.testing import FakeEmbedder
+
+    engine = Engine.build(load_catalog(default_catalog_path()), pipeline_config("default"), embedder=FakeEmbedder())
+    update, login = "Auth/Identity/KeyGate Identity/update_email", "Auth/Identity/KeyGate Identity/login"
+    nodes = [NodeWithScore(node=TextNode(id_="n0", text="Change the e-mail address", metadata={"tool_id": update}))]
+    post = ToolRerankPostprocessor(engine=engine, top_n=5)
+    out = post.postprocess_nodes(nodes, query_str="change the e-mail address on my account")
+    assert [n.node.node_id for n in out] == ["n0", login]
+    added = out[1].node
+    assert added.metadata["tool_id"] == login and added.metadata["rank"] == 2
+    assert added.get_content() == engine.render(engine.catalog[login]) and "tgr" in added.metadata["stage_scores"]
+    asynced = asyncio.run(post.apostprocess_nodes(nodes, query_str="change the e-mail address on my account"))
+    assert [n.node.metadata for n in asynced] == [n.node.metadata for n in out]

@@ -10,6 +10,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.retrievers.toolrerank._convert import node_to_spec, rescored_node, scored_to_node
 
 from toolrerank_plugins.engine import Engine
+from toolrerank_plugins.interop import back_to_inputs
 from toolrerank_plugins.records import ScoredTool, ToolSpec
 
 
@@ -19,7 +20,9 @@ class ToolRerankPostprocessor(BaseNodePostprocessor):
     A node maps to the engine catalog's tool through ``metadata["tool_id"]``; a node without a known id
     becomes a tool described by its text. Returned nodes are copies with ``tool_id``, ``score``, ``rank``
     and ``stage_scores`` added to their metadata; a tool a stage brings in (a prerequisite, a sibling API)
-    comes back as a new node, as :class:`~llama_index.retrievers.toolrerank.ToolRerankRetriever` makes them.
+    comes back at its rank as a new node built from the catalog (id = tool id), as
+    :class:`~llama_index.retrievers.toolrerank.ToolRerankRetriever` makes them
+    (:func:`toolrerank_plugins.interop.back_to_inputs`, shared with the LangChain compressor).
 
     Args:
         engine: the engine whose stages rerank (with no stages the order is kept).
@@ -69,11 +72,4 @@ def _query(query_bundle: QueryBundle | None) -> str:
 def _back_to_nodes(
     nodes: Sequence[NodeWithScore], specs: Sequence[ToolSpec], ranked: Sequence[ScoredTool], engine: Engine
 ) -> list[NodeWithScore]:
-    by_id: dict[str, NodeWithScore] = {}
-    for nws, spec in zip(nodes, specs):
-        by_id.setdefault(spec.id, nws)  # the engine keeps a repeated id's first occurrence too
-    # A stage may bring in a tool no input node stands for (a prerequisite, a sibling API): a new node.
-    return [
-        rescored_node(by_id[st.tool.id], st) if st.tool.id in by_id else scored_to_node(st, engine.render)
-        for st in ranked
-    ]
+    return back_to_inputs(nodes, specs, ranked, rescored_node, lambda st: scored_to_node(st, engine.render))
