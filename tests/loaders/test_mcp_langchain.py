@@ -4,11 +4,16 @@
 description=tool.description or "", args_schema=tool.inputSchema, metadata=<annotations.model_dump() and
 _meta>, response_format="content_and_artifact", coroutine=...)``. The adapter's current releases pin
 ``mcp<2`` and do not import next to SDK 2.x (the SDK the real servers need), so the first tests build the tool
-exactly that way from real ``mcp.types.Tool`` objects; the last test uses the adapter itself where it imports.
+exactly that way from real ``mcp.types.Tool`` objects; the last test uses the adapter itself where it is
+installed and imports (its skip says which of the two it is not).
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,11 +113,39 @@ def test_bad_input_raises_catalog_error(tools: Any, kwargs: Any, message: str) -
         catalog_from_mcp_langchain_tools(tools, **kwargs)
 
 
-def test_with_the_real_adapter() -> None:
+def _adapter_converter(module: str = "langchain_mcp_adapters.tools") -> tuple[Any, str]:
+    """``(convert_mcp_tool_to_langchain_tool, "")``, or ``(None, why not)``: not installed, or installed but
+    failing to import. Checked with pip against mcp 2.3: 0.3.2 requires mcp<2 (pip would downgrade the
+    SDK the live-server tests need), 0.3.1 installs next to mcp 2.x but imports mcp.server.fastmcp, which 2.x
+    removed; so CI does not install it and the test below skips."""
+    package = module.split(".")[0]
+    if importlib.util.find_spec(package) is None:
+        return None, f"{package.replace('_', '-')} is not installed"
     try:
-        from langchain_mcp_adapters.tools import convert_mcp_tool_to_langchain_tool
-    except ImportError as exc:  # its releases pin mcp<2; with SDK 2.x it fails to import mcp.server.fastmcp
-        pytest.skip(f"langchain-mcp-adapters does not import next to this mcp SDK: {exc}")
+        converter = importlib.import_module(module).convert_mcp_tool_to_langchain_tool
+    except ImportError as exc:
+        sdk = importlib.metadata.version("mcp")
+        return None, f"{package.replace('_', '-')} is installed but fails to import next to mcp {sdk}: {exc}"
+    return converter, ""
+
+
+def test_the_skip_reason_tells_not_installed_from_fails_to_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _adapter_converter("no_such_adapter_pkg.tools") == (None, "no-such-adapter-pkg is not installed")
+    broken = tmp_path / "broken_adapter_pkg"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("", encoding="utf-8")
+    (broken / "tools.py").write_text("from mcp.server.no_such_module import Tool\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    converter, why = _adapter_converter("broken_adapter_pkg.tools")
+    assert converter is None and why.startswith("broken-adapter-pkg is installed but fails to import next to mcp ")
+
+
+def test_with_the_real_adapter() -> None:
+    convert_mcp_tool_to_langchain_tool, why = _adapter_converter()
+    if convert_mcp_tool_to_langchain_tool is None:
+        pytest.skip(why)
     tools = _mcp_tools()
     connection: Any = {"transport": "stdio", "command": "unused", "args": []}  # never started: no call is made
     converted = [convert_mcp_tool_to_langchain_tool(None, t, connection=connection) for t in tools]
