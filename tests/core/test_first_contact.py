@@ -1,16 +1,19 @@
 """What a newcomer meets first: `toolrerank index` shows its progress on a terminal (quiet otherwise or with
 --quiet), every command taking --pipeline lists the pipeline names in its --help, the missing-extra message
-gives a command that works from a clone, and the README's Python snippet runs."""
+gives a command that works from a clone, and the README's Python snippet runs; catalog files of every format,
+Ctrl-C, --overwrite, empty queries, catalogs given as engines, --explain timings and demo --query (issue 26)."""
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +204,261 @@ def test_the_readme_python_snippet_runs(tmp_path: Path, monkeypatch: pytest.Monk
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})  # noqa: S102
     assert (tmp_path / "my_engine").is_dir() and printed.getvalue().count("\n") >= 5
+
+
+# -- issue 26: catalog files of every format, and the CLI's rough edges ---------------------------------------
+
+OPENAPI_DOC: dict[str, Any] = {
+    "openapi": "3.0.1",
+    "info": {"title": "Texts", "description": "Send and read text messages."},
+    "paths": {
+        "/Messages.json": {
+            "description": "A Message resource represents an inbound or outbound message.",
+            "post": {
+                "operationId": "CreateMessage",
+                "summary": "Send a message",
+                "requestBody": {
+                    "content": {
+                        "application/x-www-form-urlencoded": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {"To": {"type": "string", "description": "The recipient's phone number"}},
+                            }
+                        }
+                    }
+                },
+            },
+            "get": {"operationId": "ListMessage", "summary": "Retrieve a list of messages"},
+        },
+        "/Calls.json": {"post": {"operationId": "CreateCall", "summary": "Make a phone call"}},
+    },
+}
+MCP_RESULT = {
+    "jsonrpc": "2.0",
+    "id": 2,
+    "result": {
+        "tools": [
+            {"name": "read_file", "description": "Read a file", "inputSchema": {"type": "object", "properties": {}}},
+            {"name": "git_log", "description": "Show the commit log", "inputSchema": {"type": "object"}},
+        ]
+    },
+}
+OPENAI_TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city"}},
+    {"type": "function", "function": {"name": "send_email", "description": "Send an e-mail"}},
+]
+
+
+def _json_file(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "query", "first"),
+    [
+        ("twilio_like.json", OPENAPI_DOC, "send a message", "CreateMessage"),
+        ("mcp_tools_list.json", MCP_RESULT, "show the commit log", "git_log"),
+        ("openai_tools.json", OPENAI_TOOLS, "send an e-mail", "send_email"),
+    ],
+)
+def test_index_and_search_take_openapi_mcp_and_openai_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, data: Any, query: str, first: str
+) -> None:
+    # was: "twilio_api_v2010.json:1: not valid JSON (...)": every catalog file was read as JSONL
+    path = _json_file(tmp_path / name, data)
+    engine = tmp_path / "engine"
+    assert main(["index", str(path), "--out", str(engine), "--pipeline", "bm25"]) == 0
+    assert f"-> {engine}" in capsys.readouterr().out
+    assert main(["search", str(engine), query, "--top-k", "1"]) == 0
+    assert f"1. {first} " in capsys.readouterr().out
+
+
+def test_index_takes_a_yaml_spec_and_a_named_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    yaml_spec = ROOT / "tests" / "loaders" / "fixtures" / "harbor_petshop_openapi30.yaml"
+    out1, out2 = tmp_path / "e1", tmp_path / "e2"
+    assert main(["index", str(yaml_spec), "--out", str(out1), "--pipeline", "bm25", "--format", "openapi"]) == 0
+    assert main(["index", str(yaml_spec), "--out", str(out2), "--pipeline", "bm25"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].split(" (")[0] == printed[1].split(" (")[0]  # same APIs and tools either way
+
+
+def test_a_format_that_does_not_match_names_what_was_expected_and_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _json_file(tmp_path / "twilio_api_v2010.json", OPENAPI_DOC)
+    assert main(["index", str(path), "--out", str(tmp_path / "e"), "--format", "jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"toolrerank: error: {path}: expected a JSONL catalog")
+    assert "found an OpenAPI 3.0.1 document" in err and "--format openapi" in err and "not valid JSON" not in err
+    assert not (tmp_path / "e").exists()
+    with pytest.raises(SystemExit) as info:
+        main(["index", str(path), "--out", str(tmp_path / "e"), "--format", "swagger"])
+    assert info.value.code == 2 and "invalid choice: 'swagger'" in capsys.readouterr().err
+
+
+def test_every_command_taking_a_catalog_has_format() -> None:
+    commands = _commands(build_parser())
+    for name in ("index", "eval", "graph build", "graph stats", "llm datagen", "train feedback-retriever"):
+        options = [o for a in commands[name]._actions for o in a.option_strings]
+        assert "--format" in options, name
+
+
+def test_eval_and_graph_build_take_a_spec_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _json_file(tmp_path / "spec.json", OPENAPI_DOC)
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(
+        json.dumps({"id": "q", "query": "send an SMS", "relevant": ["Texts:POST /Messages.json"]}) + "\n",
+        encoding="utf-8",
+    )
+    argv = ["eval", "--catalog", str(path), "--pipeline", "bm25", "--k", "1", "--batch-size", "0"]
+    assert main([*argv, "--queries", str(queries)]) == 0
+    assert "1 queries" in capsys.readouterr().out
+    assert main(argv) == 2  # a file holds no queries: said before building anything
+    assert "needs --queries" in capsys.readouterr().err
+    assert main(["graph", "build", str(path), "--out", str(tmp_path / "g.json")]) == 0
+    assert (tmp_path / "g.json").is_file()
+
+
+def test_ctrl_c_is_one_line_and_exit_130(
+    catalog_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolrerank_plugins.engine import Engine
+
+    def interrupted(cls: Any, *args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Engine, "build", classmethod(interrupted))
+    assert main(["index", str(catalog_dir), "--out", str(tmp_path / "e"), "--pipeline", "bm25"]) == 130
+    captured = capsys.readouterr()
+    assert captured.err == "toolrerank: interrupted (Ctrl-C)\n" and captured.out == ""
+    assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
+def test_sigint_while_indexing_exits_130_without_a_traceback(catalog_dir: Path, tmp_path: Path) -> None:
+    # was a 44-line torch traceback; the index build is made slow (a stand-in for encoding) to be interrupted
+    import signal
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from toolrerank_plugins.engine import Engine
+
+        def slow_build(cls, *args, **kwargs):
+            sys.stderr.write("building\\n")
+            sys.stderr.flush()
+            time.sleep(120)
+
+        Engine.build = classmethod(slow_build)
+        from toolrerank_plugins.cli import main
+
+        raise SystemExit(main(sys.argv[1:]))
+        """
+    )
+    out = tmp_path / "engine"
+    argv = ["index", str(catalog_dir), "--out", str(out), "--pipeline", "bm25"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stderr is not None and proc.stderr.readline() == "building\n"
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert stderr.splitlines() == ["toolrerank: interrupted (Ctrl-C)"] and stdout == ""
+    assert not out.exists() and list(tmp_path.iterdir()) == [catalog_dir]
+
+
+def test_an_existing_out_names_the_cli_option_before_building(
+    catalog_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "engine"
+    argv = ["index", str(catalog_dir), "--out", str(out), "--pipeline", "bm25"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    from toolrerank_plugins.engine import Engine
+
+    built: list[bool] = []
+    real = Engine.build.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(Engine, "build", classmethod(lambda cls, *a, **k: built.append(True) or real(cls, *a, **k)))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    # was "pass overwrite=True to replace it" (the Python argument), after the whole build
+    assert "already exists; pass --overwrite to replace it" in err and "overwrite=True" not in err
+    assert built == []
+    assert main([*argv, "--overwrite"]) == 0 and built == [True]
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\t"])
+def test_an_empty_query_is_a_usage_error(
+    catalog_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], query: str
+) -> None:
+    # was: nothing printed, exit 0
+    with pytest.raises(SystemExit) as info:
+        main(["search", str(tmp_path / "engine"), query])
+    assert info.value.code == 2
+    assert "argument query: the query is empty" in capsys.readouterr().err
+
+
+def test_search_on_a_catalog_says_to_index_it_first(
+    catalog_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _json_file(tmp_path / "spec.json", OPENAPI_DOC)
+    for path in (catalog_dir, spec):
+        assert main(["search", str(path), "send a message"]) == 2
+        err = capsys.readouterr().err
+        assert f"{path} is a catalog, not a saved engine" in err
+        assert f"toolrerank index {path} --out ENGINE_DIR" in err
+    assert main(["eval", "--engine", str(catalog_dir), "--queries", str(catalog_dir / "tools.jsonl")]) == 2
+    assert "is a catalog, not a saved engine" in capsys.readouterr().err
+
+
+def test_explain_timings_leave_model_loading_out(
+    catalog_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # was: the first stage's time held the encoder's loading (5,735 ms on 235 APIs). A first search that
+    # takes 400 ms longer stands in for a model loading on first use.
+    from toolrerank_plugins.retrieval.bm25 import BM25Retriever
+
+    engine = tmp_path / "engine"
+    assert main(["index", str(catalog_dir), "--out", str(engine), "--pipeline", "bm25"]) == 0
+    real = BM25Retriever.search
+    calls: list[int] = []
+
+    def first_call_slow(self: BM25Retriever, queries: Any, depth: int) -> Any:
+        if not calls:
+            time.sleep(0.4)
+        calls.append(1)
+        return real(self, queries, depth)
+
+    monkeypatch.setattr(BM25Retriever, "search", first_call_slow)
+    capsys.readouterr()
+    assert main(["search", str(engine), "send a message", "--explain"]) == 0
+    text = capsys.readouterr().out
+    first_stage = float(re.search(r"timings \(ms\): first_stage ([\d.]+)", text).group(1))  # type: ignore[union-attr]
+    warm = float(re.search(r"untimed first search of ([\d.]+) ms", text).group(1))  # type: ignore[union-attr]
+    assert first_stage < 400 <= warm, text
+    calls.clear()
+    assert main(["search", str(engine), "send a message", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["timings_ms"]["first_stage"] < 400 <= data["setup_ms"]["warm_up"]
+
+
+def test_demo_with_a_query_answers_it_without_the_evaluation(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import toolrerank_plugins.evaluation as evaluation
+
+    evaluated: list[int] = []
+    real = evaluation.evaluate
+    monkeypatch.setattr(evaluation, "evaluate", lambda *a, **k: evaluated.append(1) or real(*a, **k))
+    assert main(["demo", "--pipeline", "bm25", "--query", "translate this paragraph into German"]) == 0
+    text = capsys.readouterr().out
+    assert "Query: translate this paragraph into German" in text and "Evaluation" not in text
+    assert evaluated == []  # was: the 88-query evaluation after every --query
+    assert main(["demo", "--pipeline", "bm25", "--query", "translate this", "--eval"]) == 0
+    assert "Evaluation on the 88 labelled queries" in capsys.readouterr().out and evaluated == [1]

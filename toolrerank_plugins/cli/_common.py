@@ -69,10 +69,34 @@ def writable_file(path: str, option: str) -> None:
         raise ToolRerankError(f"{option} {path}: permission denied")
 
 
-def load_catalog(path: str) -> Any:
-    from toolrerank_plugins.loaders import load_catalog as _load
+def add_format_argument(p: argparse.ArgumentParser) -> None:
+    """``--format``: the catalog's format when detection should be skipped (see :func:`load_catalog`)."""
+    from toolrerank_plugins.loaders import CATALOG_FORMATS
 
-    return _load(path)
+    p.add_argument(
+        "--format",
+        choices=CATALOG_FORMATS,
+        default=None,
+        help="format of the catalog file (default: detected from its content): jsonl (tools.jsonl, or a folder "
+        "holding one), openapi (OpenAPI 3.x / Swagger 2.0, JSON or YAML), mcp (a tools/list result), openai "
+        "(an OpenAI tool list)",
+    )
+
+
+def load_catalog(path: str, args: argparse.Namespace | None = None) -> Any:
+    """The catalog at ``path`` (a folder or a file of any format the loaders read; ``--format`` when given)."""
+    from toolrerank_plugins.loaders import load_catalog_file
+
+    return load_catalog_file(path, getattr(args, "format", None))
+
+
+def non_blank_query(text: str) -> str:
+    """argparse ``type=`` of a search query: :func:`query_text`, and not empty or blank (a search for
+    nothing ranks nothing: a usage error rather than an empty answer)."""
+    text = query_text(text)
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the query is empty; give the request to search for, e.g. 'send an SMS'")
+    return text
 
 
 def engine_config(args: argparse.Namespace) -> Any:

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from toolrerank_plugins.cli._common import (
+    add_format_argument,
     add_llm_arguments,
     engine_config,
     load_catalog,
+    non_blank_query,
     non_negative_int,
     out,
     pipeline_help,
     positive_int,
-    query_text,
     register_llm_from_args,
     writable_file,
 )
@@ -38,11 +40,24 @@ def _progress(args: argparse.Namespace) -> bool | None:
     return True if sys.stderr.isatty() else None
 
 
+def _check_out(path: str, overwrite: bool) -> None:
+    """Refuse an existing ``--out`` without ``--overwrite`` before the build (minutes of encoding), naming the
+    CLI option (the library's own message names the Python argument ``overwrite=True``)."""
+    if "\0" in path:
+        raise ToolRerankError(f"--out {path!r}: a path cannot hold a NUL byte")
+    if os.path.lexists(path) and not overwrite:
+        raise ToolRerankError(
+            f"--out {path} already exists; pass --overwrite to replace it (only a saved engine or an empty "
+            "folder is replaced)"
+        )
+
+
 def cmd_index(args: argparse.Namespace) -> int:
     from toolrerank_plugins.encoders import encode_progress
     from toolrerank_plugins.engine import Engine
 
-    catalog = load_catalog(args.catalog)
+    _check_out(args.out, args.overwrite)
+    catalog = load_catalog(args.catalog, args)
     config = engine_config(args)
     progress = _progress(args)
     if progress:
@@ -54,6 +69,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     with encode_progress(progress):
         engine = Engine.build(catalog, config)
     secs = time.perf_counter() - t
+    _check_out(args.out, args.overwrite)  # something may have appeared there during the build
     engine.save(args.out, overwrite=args.overwrite)
     out(f"indexed {len(catalog)} APIs in {len(catalog.tools())} tools ({secs:.1f}s) -> {args.out}")
     return 0
@@ -71,13 +87,52 @@ def _print_results(results: Any, explain: bool) -> None:
                 out(f"       {t.description[:160]}")
 
 
-def cmd_search(args: argparse.Namespace) -> int:
+def _load_engine(path: str) -> Any:
+    """``Engine.load(path)``; a catalog (a folder of ``tools.jsonl`` or a catalog file) given instead of an
+    engine gets the command that builds one."""
     from toolrerank_plugins.engine import Engine
+    from toolrerank_plugins.errors import PersistenceError
 
-    engine = Engine.load(args.engine)
+    try:
+        return Engine.load(path)
+    except PersistenceError as exc:
+        if _is_catalog(path):
+            raise ToolRerankError(
+                f"{path} is a catalog, not a saved engine; build one first with `toolrerank index {path} "
+                f"--out ENGINE_DIR`, then search ENGINE_DIR"
+            ) from exc
+        raise
+
+
+def _is_catalog(path: str) -> bool:
+    from toolrerank_plugins.loaders import detect_format
+
+    p = Path(path)
+    if p.is_dir():
+        return (p / "tools.jsonl").is_file()
+    try:
+        detect_format(p)
+    except (ToolRerankError, OSError):
+        return False
+    return True
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    t = time.perf_counter()
+    engine = _load_engine(args.engine)
+    load_ms = (time.perf_counter() - t) * 1000
+    warm_ms = None
+    if args.explain or args.json:
+        # Models (encoder, reranker) load on first use: one untimed search first, so the timings below are
+        # the search's own and not the model loading (seconds, which made the first stage look slow).
+        t = time.perf_counter()
+        engine.search(args.query, top_k=args.top_k)
+        warm_ms = (time.perf_counter() - t) * 1000
     res = engine.search_detailed(args.query, top_k=args.top_k)
     if args.json:
-        out(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
+        data = res.to_dict()
+        data["setup_ms"] = {"load": load_ms, "warm_up": warm_ms}
+        out(json.dumps(data, indent=2, ensure_ascii=False))
         return 0
     _print_results(res.results, args.explain)
     if args.explain:
@@ -85,6 +140,10 @@ def cmd_search(args: argparse.Namespace) -> int:
             if trace:
                 out(f"  [{stage}] " + json.dumps(trace, ensure_ascii=False, default=str)[:400])
         out("  timings (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in res.timings_ms.items()))
+        out(
+            f"  not counted above: engine loaded in {load_ms:.1f} ms; models loaded by an untimed first search "
+            f"of {warm_ms:.1f} ms"
+        )
     return 0
 
 
@@ -95,13 +154,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if args.output:  # before the evaluation: a bad path must not cost the computed report
         writable_file(args.output, "--output")
+    queries_path = args.queries or args.catalog  # checked before the build, which takes minutes
+    if not queries_path:
+        raise ToolRerankError("eval needs --queries (or a --catalog directory holding queries.jsonl)")
+    if not args.queries and not Path(args.catalog).is_dir():
+        raise ToolRerankError(
+            f"eval needs --queries QUERIES.jsonl: --catalog {args.catalog} is a file, and only a catalog folder "
+            "holds its own queries.jsonl"
+        )
     register_llm_from_args(args)  # the LLM stages of the pipeline look it up by --llm-name
     t = time.perf_counter()
     if args.engine:
-        engine = Engine.load(args.engine)
+        engine = _load_engine(args.engine)
         build_s = None
     else:
-        catalog = load_catalog(args.catalog)
+        catalog = load_catalog(args.catalog, args)
         engine = Engine.build(catalog, engine_config(args))
         build_s = time.perf_counter() - t
     learned, log_texts = None, None
@@ -115,9 +182,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"usage memory: learned {learned['learned']} of {learned['records']} records from {args.usage_log} "
             f"in {learned['seconds']:.1f}s"
         )
-    queries_path = args.queries or args.catalog
-    if not queries_path:
-        raise ToolRerankError("eval needs --queries (or a --catalog directory holding queries.jsonl)")
     queries = load_queries(queries_path, split=args.split)
     if args.group:
         queries = [q for q in queries if q.group in set(args.group)]
@@ -162,7 +226,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from toolrerank_plugins.loaders import load_queries
 
     root = default_catalog_path()
-    catalog = load_catalog(str(root))
+    catalog = load_catalog(str(root))  # the bundled JSONL folder
     out(
         f"Bundled default catalog: {len(catalog)} APIs, {len(catalog.tools())} tools, "
         f"{len(catalog.categories())} categories, {len(catalog.edges)} dependency edges"
@@ -175,6 +239,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         res = engine.search_detailed(q, top_k=args.top_k)
         _print_results(res.results, explain=True)
         out("")
+    if args.query and not args.eval:  # your own queries: answered, nothing else (the evaluation takes minutes)
+        return 0
     queries = load_queries(root)
     report = evaluate(engine, queries, ks=(5, 10), batch_size=None)
     out(f"Evaluation on the {len(queries)} labelled queries of the bundled catalog:")
@@ -185,14 +251,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     """Add ``index``, ``search``, ``eval`` and ``demo`` to the ``toolrerank`` sub-commands ``sub``."""
     s = sub.add_parser("index", help="build an engine over a catalog and save it")
-    s.add_argument("catalog", help="catalog directory (tools.jsonl [+ edges.jsonl]) or JSONL file")
+    s.add_argument(
+        "catalog",
+        help="catalog folder (tools.jsonl [+ edges.jsonl]) or file: JSONL, an OpenAPI 3.x / Swagger 2.0 spec "
+        "(JSON or YAML), an MCP tools/list result, or an OpenAI tool list (detected from its content)",
+    )
+    add_format_argument(s)
     s.add_argument("--out", required=True, help="engine directory to write")
     s.add_argument(
         "--pipeline",
         default="default",
         help=pipeline_help("pipeline name or engine config .json (default: default, the recommended pipeline)"),
     )
-    s.add_argument("--overwrite", action="store_true")
+    s.add_argument("--overwrite", action="store_true", help="replace --out if it is a saved engine (or empty)")
     s.add_argument(
         "-q", "--quiet", action="store_true", help="no progress bar (shown by default when stderr is a terminal)"
     )
@@ -200,14 +271,23 @@ def add_parser(sub: Any) -> None:
 
     s = sub.add_parser("search", help="search a saved engine")
     s.add_argument("engine", help="engine directory written by `toolrerank index`")
-    s.add_argument("query", type=query_text)
+    s.add_argument("query", type=non_blank_query)
     s.add_argument("--top-k", type=positive_int, default=5)
-    s.add_argument("--explain", action="store_true", help="show per-stage scores, traces and timings")
+    s.add_argument(
+        "--explain",
+        action="store_true",
+        help="show per-stage scores, traces and timings (of a second search: model loading is reported apart)",
+    )
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_search)
 
     s = sub.add_parser("eval", help="evaluate a pipeline or saved engine on labelled queries")
-    s.add_argument("--catalog", help="catalog directory or tools.jsonl")
+    s.add_argument(
+        "--catalog",
+        help="catalog folder (with its queries.jsonl) or catalog file (JSONL, OpenAPI / Swagger, MCP tools/list, "
+        "OpenAI tools; needs --queries)",
+    )
+    add_format_argument(s)
     s.add_argument("--queries", help="queries.jsonl (default: <catalog>/queries.jsonl)")
     s.add_argument("--split", default=None, help="train / dev / test (default: all)")
     s.add_argument("--group", nargs="*", help="only these query groups")
@@ -240,6 +320,16 @@ def add_parser(sub: Any) -> None:
         default="default",
         help=pipeline_help("pipeline name or engine config .json (default: default, the recommended pipeline)"),
     )
-    s.add_argument("--query", type=query_text, action="append", help="your own query (repeatable)")
+    s.add_argument(
+        "--query",
+        type=non_blank_query,
+        action="append",
+        help="your own query (repeatable): answered instead of the sample queries, without the evaluation",
+    )
+    s.add_argument(
+        "--eval",
+        action="store_true",
+        help="evaluate on the 88 labelled queries also with --query (without --query it always runs)",
+    )
     s.add_argument("--top-k", type=positive_int, default=5)
     s.set_defaults(func=cmd_demo)

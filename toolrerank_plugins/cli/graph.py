@@ -7,14 +7,13 @@ import json
 import time
 from typing import Any
 
-from toolrerank_plugins.cli._common import out
+from toolrerank_plugins.cli._common import add_format_argument, load_catalog, out
 from toolrerank_plugins.errors import ConfigError
 
 
 def cmd_graph_build(args: argparse.Namespace) -> int:
     from toolrerank_plugins.graph.builder import DiscriminatorJudge, GraphBuildConfig, PruningConfig, build_graph
     from toolrerank_plugins.graph.tool_graph import ToolGraph
-    from toolrerank_plugins.loaders import load_catalog
 
     judges: dict[str, Any] = {}
     emb = ids = None
@@ -26,7 +25,7 @@ def cmd_graph_build(args: argparse.Namespace) -> int:
         if engine.dense is not None:
             emb, ids = engine.dense.embeddings, engine.dense.ids
     elif args.catalog:
-        catalog = load_catalog(args.catalog)
+        catalog = load_catalog(args.catalog, args)
     else:
         raise ConfigError("graph build needs a catalog folder or --engine")
     if args.traces:
@@ -84,9 +83,8 @@ def _apply_traces(catalog: Any, traces_path: str, mode: str, min_support: int) -
 
 def cmd_graph_stats(args: argparse.Namespace) -> int:
     from toolrerank_plugins.graph.tool_graph import ToolGraph
-    from toolrerank_plugins.loaders import load_catalog
 
-    catalog = load_catalog(args.catalog) if args.catalog else None
+    catalog = load_catalog(args.catalog, args) if args.catalog else None
     graph = ToolGraph.load(args.graph, catalog=catalog)
     out(json.dumps(graph.stats(), indent=1))
     return 0
@@ -97,7 +95,13 @@ def add_parser(sub: Any) -> None:
     g = sub.add_parser("graph", help="build and inspect TGR dependency graphs")
     gsub = g.add_subparsers(dest="graph_command", required=True)
     s = gsub.add_parser("build", help="build a dependency graph (node-link JSON) for a catalog")
-    s.add_argument("catalog", nargs="?", help="catalog folder (tools.jsonl [+ edges.jsonl])")
+    s.add_argument(
+        "catalog",
+        nargs="?",
+        help="catalog folder (tools.jsonl [+ edges.jsonl]) or file (JSONL, OpenAPI / Swagger, MCP tools/list, OpenAI "
+        "tools)",
+    )
+    add_format_argument(s)
     s.add_argument("--engine", help="saved engine: its catalog and embeddings (for nearest-neighbour pruning)")
     s.add_argument("--out", required=True, help="graph JSON to write")
     s.add_argument(
@@ -123,5 +127,6 @@ def add_parser(sub: Any) -> None:
 
     s = gsub.add_parser("stats", help="node/edge counts of a graph (checked against a catalog when given)")
     s.add_argument("graph")
-    s.add_argument("--catalog")
+    s.add_argument("--catalog", help="catalog folder or file the graph's ids refer to")
+    add_format_argument(s)
     s.set_defaults(func=cmd_graph_stats)

@@ -7,9 +7,17 @@ takes the same options to run the LLM pipelines (``bm25+querygen``, ``dense+qta`
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
-from toolrerank_plugins.cli._common import add_llm_arguments, build_llm, out, pipeline_help
+from toolrerank_plugins.cli._common import (
+    add_format_argument,
+    add_llm_arguments,
+    build_llm,
+    load_catalog,
+    out,
+    pipeline_help,
+)
 from toolrerank_plugins.cli.train import add_feedback_arguments
 from toolrerank_plugins.errors import ConfigError
 
@@ -21,10 +29,9 @@ def _engine(args: argparse.Namespace) -> Any:
         return Engine.load(args.engine)
     if not args.catalog:
         raise ConfigError("give --engine DIR (a saved engine) or --catalog DIR")
-    from toolrerank_plugins.loaders import load_catalog
     from toolrerank_plugins.pipelines import pipeline_config
 
-    return Engine.build(load_catalog(args.catalog), pipeline_config(args.pipeline))
+    return Engine.build(load_catalog(args.catalog, args), pipeline_config(args.pipeline))
 
 
 def _queries(args: argparse.Namespace) -> list[Any]:
@@ -33,6 +40,8 @@ def _queries(args: argparse.Namespace) -> list[Any]:
     src = args.queries or args.catalog
     if not src:
         raise ConfigError("give --queries FILE (or a --catalog directory holding queries.jsonl)")
+    if not args.queries and not Path(src).is_dir():
+        raise ConfigError(f"give --queries FILE: --catalog {src} is a file, and only a catalog folder holds queries")
     qs = load_queries(src, split=args.split)
     if args.limit:
         qs = qs[: args.limit]
@@ -85,7 +94,8 @@ def cmd_datagen(args: argparse.Namespace) -> int:
 
 def _add_source_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", help="saved engine directory")
-    p.add_argument("--catalog", help="catalog directory (with --pipeline)")
+    p.add_argument("--catalog", help="catalog folder or file (with --pipeline)")
+    add_format_argument(p)
     p.add_argument("--pipeline", default="dense", help=pipeline_help("pipeline for --catalog (default: dense)"))
     p.add_argument("--queries", help="queries.jsonl (default: <catalog>/queries.jsonl)")
     p.add_argument("--split", default="train")

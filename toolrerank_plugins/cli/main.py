@@ -31,7 +31,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``toolrerank`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    """Run ``toolrerank`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code.
+
+    Ctrl-C (``KeyboardInterrupt``) ends any command with one line on stderr and exit code 130 (128 + SIGINT),
+    not a traceback from wherever it struck (torch, faiss ...). An interrupted ``index`` leaves no engine
+    behind: an engine is written to a temporary folder and renamed, and the temporary folder is removed.
+    """
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        # on a terminal, first end the line a progress bar may have left open
+        sys.stderr.write(("\n" if sys.stderr.isatty() else "") + "toolrerank: interrupted (Ctrl-C)\n")
+        return 130
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)

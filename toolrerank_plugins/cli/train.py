@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from toolrerank_plugins.cli._common import out
+from toolrerank_plugins.cli._common import add_format_argument, load_catalog, out
 from toolrerank_plugins.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ def add_log_arguments(p: argparse.ArgumentParser, *, catalog: bool = True) -> No
         p.add_argument(
             "--log-catalog",
             help="what the log's tool ids refer to: a saved engine directory (its first stage mines hard "
-            "negatives) or a catalog folder / tools.jsonl",
+            "negatives), or a catalog folder or file (JSONL, OpenAPI / Swagger, MCP tools/list, OpenAI tools)",
         )
     p.add_argument("--log-split", default=None, help="only log records of this split (default: all)")
 
@@ -49,7 +49,6 @@ def log_queries(paths: list[str], catalog: Any, split: str | None) -> list[Any]:
 def log_source(args: argparse.Namespace, first_stage: str = "bm25") -> Any:
     """``--log`` + ``--log-catalog`` as a :class:`~toolrerank_plugins.rerank.training.TrainingSource`."""
     from toolrerank_plugins.engine import Engine, EngineConfig
-    from toolrerank_plugins.loaders import load_catalog
     from toolrerank_plugins.persistence import POINTER_FILE
     from toolrerank_plugins.rerank.training import TrainingSource
 
@@ -59,7 +58,7 @@ def log_source(args: argparse.Namespace, first_stage: str = "bm25") -> Any:
     if (root / POINTER_FILE).exists() or (root / "config.json").exists():
         engine = Engine.load(root)
     else:
-        engine = Engine.build(load_catalog(root), EngineConfig(retriever=first_stage))
+        engine = Engine.build(load_catalog(str(root)), EngineConfig(retriever=first_stage))
     queries = log_queries(args.log, engine.catalog, args.log_split)
     return TrainingSource(LOG_SOURCE, engine.catalog, engine, queries)
 
@@ -199,9 +198,8 @@ def cmd_train_discriminator(args: argparse.Namespace) -> int:
 
 def cmd_train_feedback(args: argparse.Namespace) -> int:
     from toolrerank_plugins.llm.feedback_training import train_feedback_retriever
-    from toolrerank_plugins.loaders import load_catalog
 
-    catalog = load_catalog(args.catalog)
+    catalog = load_catalog(args.catalog, args)
     traces = []
     if args.traces:
         traces = [json.loads(line) for line in open(args.traces, encoding="utf-8") if line.strip()]
@@ -250,7 +248,8 @@ def log_traces(queries: list[Any], catalog: Any, depth: int) -> list[dict[str, A
 def add_feedback_arguments(p: argparse.ArgumentParser) -> None:
     """Options of iteration-aware feedback retriever training (also ``toolrerank llm train-retriever``)."""
     p.add_argument("--traces", help="JSONL from `toolrerank llm datagen feedback-traces`")
-    p.add_argument("--catalog", required=True, help="catalog directory the traces' ids refer to")
+    p.add_argument("--catalog", required=True, help="catalog folder or file the traces' ids refer to")
+    add_format_argument(p)
     p.add_argument("--out", required=True, help="folder for the trained sentence-transformers model")
     p.add_argument("--base-model", default="default")
     p.add_argument("--epochs", type=int, default=1)

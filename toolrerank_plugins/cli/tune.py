@@ -19,6 +19,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from toolrerank_plugins.rerank.stage import ToolRerankConfig, _factory
     from toolrerank_plugins.rerank.tune import PAPER_GRID, prepare, tune
 
+    if not args.queries and not Path(args.catalog).is_dir():
+        raise ConfigError(
+            f"tune needs --queries FILE: --catalog {args.catalog} is a file, and only a folder holds queries"
+        )
     src = load_source(args.catalog, None, args.engine, args.first_stage)
     engine = src.engine
     queries = load_queries(args.queries or args.catalog, split=args.split)
@@ -55,7 +59,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     """Add ``tune`` to the ``toolrerank`` sub-commands ``sub``."""
     s = sub.add_parser("tune", help="grid-search the ToolRerank knobs on a dev split (paper Table 2)")
-    s.add_argument("--catalog", required=True)
+    s.add_argument("--catalog", required=True, help="catalog folder (with its queries.jsonl) or catalog file")
     s.add_argument("--queries", default=None)
     s.add_argument("--split", default="dev")
     s.add_argument("--group", nargs="*")

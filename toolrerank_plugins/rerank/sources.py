@@ -39,7 +39,7 @@ def engine_map(items: Sequence[str] | None) -> dict[str, str]:
 def load_source(data_dir: str, split: str | None, engine_dir: str | None, first_stage: str) -> TrainingSource:
     """Catalog + first-stage engine (loaded, or built in memory) + queries of one benchmark folder."""
     from toolrerank_plugins.engine import Engine, EngineConfig
-    from toolrerank_plugins.loaders import load_catalog, load_queries
+    from toolrerank_plugins.loaders import load_catalog_file, load_queries
     from toolrerank_plugins.rerank.training import TrainingSource
 
     path = Path(data_dir)
@@ -47,7 +47,8 @@ def load_source(data_dir: str, split: str | None, engine_dir: str | None, first_
         engine = Engine.load(engine_dir)
     else:
         t = time.perf_counter()
-        engine = Engine.build(load_catalog(path), EngineConfig(retriever=first_stage))  # type: ignore[arg-type]
+        # a folder, or a catalog file of any format (`toolrerank tune --catalog spec.yaml --queries ...`)
+        engine = Engine.build(load_catalog_file(path), EngineConfig(retriever=first_stage))  # type: ignore[arg-type]
         logger.info("built %s first stage over %s in %.1fs", first_stage, path, time.perf_counter() - t)
     queries = load_queries(path, split=split) if (path / "queries.jsonl").exists() else []
     return TrainingSource(path.name, engine.catalog, engine, queries)
