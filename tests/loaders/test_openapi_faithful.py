@@ -326,6 +326,119 @@ def test_summary_words_reach_retrieval(shop: Catalog) -> None:
     assert engine.search("species-specific details", 1)[0].id == "Harbor Pet Shop:PATCH /pets/{petId}"
 
 
+def test_operations_without_text_take_the_path_items_summary_and_description() -> None:
+    # issue 26: 52 of Twilio Messaging v1's 58 operations had no text; 41 of them have a path-level description
+    doc = _doc(
+        **{
+            "/v1/Services": {
+                "summary": "Messaging Services",
+                "description": "A Messaging Service resource to create, fetch, update or delete Messaging Services.",
+                "get": {"operationId": "ListService", "summary": "", "description": ""},
+                "post": {"operationId": "CreateService"},
+                "delete": {"operationId": "DeleteService", "description": "Delete a Messaging Service."},
+            },
+            "/v1/Messages": {
+                "description": "A Message resource represents an inbound or outbound message.",
+                "post": {"operationId": "CreateMessage", "summary": "Send a message"},
+                "get": {"operationId": "ListMessage", "summary": "List messages", "description": "Newest first."},
+            },
+        }
+    )
+    cat = from_openapi(doc)
+    listed, created, deleted = (cat[f"T:{m} /v1/Services"] for m in ("GET", "POST", "DELETE"))
+    path_text = "A Messaging Service resource to create, fetch, update or delete Messaging Services."
+    assert listed.description == created.description == f"Messaging Services. {path_text}"
+    assert deleted.description == "Messaging Services. Delete a Messaging Service."  # its own description wins
+    # an operation with a summary and no description takes the path's description after its summary
+    assert cat["T:POST /v1/Messages"].description == (
+        "Send a message. A Message resource represents an inbound or outbound message."
+    )
+    assert cat["T:GET /v1/Messages"].description == "List messages. Newest first."  # all its own
+    # nothing is lost: the path item's texts are in the metadata, and the note says what was taken
+    assert created.metadata["path_summary"] == "Messaging Services"
+    assert created.metadata["path_description"] == path_text and "summary" not in created.metadata
+    assert list(created.metadata["notes"]) == [
+        "summary and description taken from the path item (the operation has none)"
+    ]
+    assert "notes" not in cat["T:GET /v1/Messages"].metadata
+    # and the words reach retrieval
+    engine = Engine.build(cat, EngineConfig(retriever="bm25"))
+    assert engine.search("an inbound or outbound message", 2)[0].id in {"T:POST /v1/Messages", "T:GET /v1/Messages"}
+    assert "T:POST /v1/Services" in [h.id for h in engine.search("create messaging services", 3)]
+
+
+def test_callbacks_are_kept_in_the_metadata(caplog: pytest.LogCaptureFixture) -> None:
+    # issue 26: callbacks were dropped silently (webhooks are warned about)
+    event = {"type": "object", "properties": {"status": {"type": "string"}}}
+    callback = {
+        "{$request.body#/StatusCallback}": {
+            "post": {
+                "summary": "Status of the message",
+                "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Event"}}}},
+            }
+        }
+    }
+    doc = _doc(**{"/messages": {"post": {"operationId": "send", "callbacks": {"statusChanged": callback}}}})
+    doc["components"] = {"schemas": {"Event": event}}
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        spec = from_openapi(doc)["T:POST /messages"]
+    kept = thaw(spec.metadata["callbacks"])
+    inner = kept["statusChanged"]["{$request.body#/StatusCallback}"]["post"]
+    assert inner["summary"] == "Status of the message"
+    assert inner["requestBody"]["content"]["application/json"]["schema"] == event  # its $ref inlined
+    assert caplog.text == ""
+
+
+def test_security_requirements_are_kept_with_the_schemes_they_name() -> None:
+    doc = _doc(
+        **{
+            "/a": {"get": {"operationId": "a"}},  # the document's requirement
+            "/b": {"get": {"operationId": "b", "security": [{"oauth": ["read:b"]}, {"key": []}]}},
+            "/c": {"get": {"operationId": "c", "security": []}},  # explicitly no authentication
+            "/d": {"get": {"operationId": "d", "security": [{"ghost": []}]}},
+        }
+    )
+    flows = {
+        "authorizationCode": {
+            "authorizationUrl": "https://x/auth",
+            "tokenUrl": "https://x/token",
+            "scopes": {"read:a": "Read a", "read:b": "Read b", "write:b": "Write b"},
+        }
+    }
+    doc["components"] = {
+        "securitySchemes": {
+            "basic": {"type": "http", "scheme": "basic"},
+            "oauth": {"type": "oauth2", "flows": flows},
+            "key": {"type": "apiKey", "in": "header", "name": "X-Key"},
+        }
+    }
+    doc["security"] = [{"basic": []}]
+    cat = from_openapi(doc)
+    meta = {name: thaw(cat[f"T:GET /{name}"].metadata) for name in "abcd"}
+    assert meta["a"]["security"] == [{"basic": []}]
+    assert meta["a"]["security_schemes"] == {"basic": {"type": "http", "scheme": "basic"}}
+    assert meta["b"]["security"] == [{"oauth": ["read:b"]}, {"key": []}]
+    # an OAuth2 scheme keeps the scopes this operation asks for, not the API's whole list
+    assert meta["b"]["security_schemes"]["oauth"]["flows"]["authorizationCode"]["scopes"] == {"read:b": "Read b"}
+    assert meta["b"]["security_schemes"]["key"] == {"type": "apiKey", "in": "header", "name": "X-Key"}
+    assert meta["c"]["security"] == [] and "security_schemes" not in meta["c"]
+    assert any("undefined scheme(s) 'ghost'" in n for n in meta["d"]["notes"])
+    # Swagger 2.0: securityDefinitions, scopes trimmed the same way
+    swagger = {
+        "swagger": "2.0",
+        "info": {"title": "S"},
+        "securityDefinitions": {
+            "slackAuth": {"type": "oauth2", "flow": "accessCode", "scopes": {"chat:write": "w", "admin": "a"}}
+        },
+        "paths": {"/chat.postMessage": {"post": {"security": [{"slackAuth": ["chat:write"]}]}}},
+    }
+    meta_s = thaw(from_openapi(swagger)["S:POST /chat.postMessage"].metadata)
+    assert meta_s["security_schemes"]["slackAuth"]["scopes"] == {"chat:write": "w"}
+    assert "security" not in thaw(from_openapi(_doc(**{"/x": {"get": {}}}))["T:GET /x"].metadata)
+    with pytest.raises(CatalogError, match=r"GET /x: security requirement 'k' must be a list, got int"):
+        from_openapi(_doc(**{"/x": {"get": {"security": [{"k": 3}]}}}))
+
+
 def test_parameter_name_clashes_keep_both(shop: Catalog, library: Catalog) -> None:
     spec = shop["Harbor Pet Shop:PUT /orders/{id}"]
     props = _props(shop, spec.id)

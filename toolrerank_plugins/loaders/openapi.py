@@ -22,7 +22,13 @@ What an operation becomes (the rules are documented in ``docs/catalog.md``, sect
   to which that many hops would add more than ``max_schema_values`` values follows fewer; a schema nested
   deeper than the JSON limit of a catalog field is cut with a stub saying so.
 - **Text**: description = ``"<summary>. <description>"`` (either alone when there is only one; the summary is
-  not repeated when the description starts with it); the raw summary is also ``metadata["summary"]``.
+  not repeated when the description starts with it); an operation without its own summary or description takes
+  the path item's (which OpenAPI applies to every operation of the path). The raw summary is also
+  ``metadata["summary"]``, the path item's texts ``metadata["path_summary"]`` / ``["path_description"]``.
+- **Security and callbacks**: ``metadata["security"]`` holds the operation's security requirements (else the
+  document's) and ``metadata["security_schemes"]`` the schemes they name (OAuth2 scopes cut to those asked
+  for); ``metadata["callbacks"]`` the operation's callbacks, ``$ref``s inlined (requests the API sends, so
+  not APIs of the catalog).
 - **Nothing changes silently**: every stub, rename or conflicting ``allOf`` annotation (the first is kept) is listed in
   ``metadata["notes"]``; what loses information (a stub for depth or hops, a ``$ref`` to another file or an
   anchor, a request body with no media type, keys next to a ``$ref`` whose target is not an object) is also
@@ -688,6 +694,55 @@ class _Document:
     category: str | None
     consumes: list[str]
     servers: list[str]
+    security: list[Any] | None  # the document's top-level security requirements (None: not given)
+    security_schemes: Mapping[str, Any]  # components.securitySchemes / securityDefinitions
+
+
+def _own_scopes(scheme: Any, wanted: set[str]) -> Any:
+    """An OAuth2 scheme with only the scopes the operation asks for: the full scope list of a large API
+    (Slack's has about a hundred) repeated in every operation's metadata was 40% of its catalog."""
+    if not isinstance(scheme, Mapping):
+        return scheme
+    out = dict(scheme)
+    if isinstance(out.get("scopes"), Mapping):  # Swagger 2.0
+        out["scopes"] = {k: v for k, v in out["scopes"].items() if k in wanted}
+    if isinstance(out.get("flows"), Mapping):  # OpenAPI 3
+        out["flows"] = {
+            flow: {**f, "scopes": {k: v for k, v in f["scopes"].items() if k in wanted}}
+            if isinstance(f, Mapping) and isinstance(f.get("scopes"), Mapping)
+            else f
+            for flow, f in out["flows"].items()
+        }
+    return out
+
+
+def _security(doc: _Document, op: Mapping[str, Any], where: str, notes: _Notes) -> dict[str, Any]:
+    """``security`` (the operation's requirements, else the document's; ``[]``: no authentication) and the
+    ``security_schemes`` they name, for the metadata."""
+    if "security" in op:
+        requirements = _list(op["security"], where, "'security'")
+    elif doc.security is not None:
+        requirements = doc.security
+    else:
+        return {}
+    scopes: dict[str, set[str]] = {}  # scheme name -> the scopes this operation's requirements ask for
+    for i, requirement in enumerate(requirements):
+        for name, wanted in _mapping(requirement, where, f"security requirement {i + 1}").items():
+            if not isinstance(name, str):
+                raise CatalogError(
+                    f"{where}: security requirement {i + 1}: scheme name {_short(name)} must be a string"
+                )
+            scopes.setdefault(name, set()).update(_strings(wanted, where, f"security requirement {name!r}"))
+    names = list(scopes)
+    meta: dict[str, Any] = {"security": requirements}
+    schemes = {n: doc.security_schemes[n] for n in names if n in doc.security_schemes}
+    if schemes:
+        resolved = _mapping(doc.resolve(schemes, notes, "security schemes"), where, "security schemes")
+        meta["security_schemes"] = {n: _own_scopes(scheme, scopes[n]) for n, scheme in resolved.items()}
+    unknown = [n for n in names if n not in doc.security_schemes]
+    if unknown:
+        notes.add(f"security requirement names undefined scheme(s) {', '.join(map(repr, unknown))}", lossy=False)
+    return meta
 
 
 def _servers(value: Any, where: str) -> list[str]:
@@ -772,6 +827,27 @@ def _operation(
     summary = _optional_str(op.get("summary"), where, "'summary'")
     if summary:
         meta["summary"] = summary
+    # A path item's summary and description apply to all its operations (OpenAPI 3): an operation without
+    # its own takes them (Twilio's Messaging v1 gives 41 of its 58 operations no text but the path's).
+    path_summary = _optional_str(item.get("summary"), where, "path-level 'summary'")
+    path_description = _optional_str(item.get("description"), where, "path-level 'description'")
+    inherited = []
+    if path_summary and path_summary.strip():
+        meta["path_summary"] = path_summary
+        if not (summary or "").strip():
+            summary = path_summary
+            inherited.append("summary")
+    if path_description and path_description.strip():
+        meta["path_description"] = path_description
+        if not (description or "").strip():
+            description = path_description
+            inherited.append("description")
+    if inherited:
+        notes.add(f"{' and '.join(inherited)} taken from the path item (the operation has none)", lossy=False)
+    if "callbacks" in op:
+        # Requests the API sends back (like webhooks), not operations a tool calls: kept, not loaded as APIs.
+        meta["callbacks"] = doc.resolve(_mapping(op["callbacks"], where, "'callbacks'"), notes, "callbacks")
+    meta.update(_security(doc, op, where, notes))
     if "tags" in op:
         meta["tags"] = _strings(op["tags"], where, "'tags'")
     deprecated = op.get("deprecated", False)
@@ -832,9 +908,11 @@ def from_openapi(
     ``"<METHOD> <path>"``; description = summary and description; parameters = path-level + operation
     parameters (``in`` kept per property) + request-body properties (JSON, form or multipart; ``allOf``
     merged, ``oneOf``/``anyOf`` alternatives under ``"x-alternatives"`` with their properties' union exposed);
-    returns = the first 2xx response schema. Metadata: ``method``, ``path``, ``openapi_version``,
-    ``summary``, ``tags``, ``deprecated``, ``servers``, ``content_type`` (+ ``content_types`` when a body
-    offers several) and ``notes`` (what the conversion changed; lossy changes are also logged as warnings).
+    returns = the first 2xx response schema. An operation without its own summary or description takes the
+    path item's. Metadata: ``method``, ``path``, ``openapi_version``, ``summary``, ``path_summary``,
+    ``path_description``, ``tags``, ``deprecated``, ``servers``, ``content_type`` (+ ``content_types`` when a
+    body offers several), ``security`` and ``security_schemes``, ``callbacks`` and ``notes`` (what the
+    conversion changed; lossy changes are also logged as warnings).
     The full rules are in the module docstring and ``docs/catalog.md``.
 
     Args:
@@ -897,6 +975,14 @@ def from_openapi(
             source,
             len(doc["webhooks"]),
         )
+    security = _list(doc["security"], source, "top-level 'security'") if "security" in doc else None
+    # Only the schemes an operation names are read (into its metadata); a malformed table elsewhere is ignored.
+    components = doc.get("components")
+    if swagger:
+        schemes = doc.get("securityDefinitions")
+    else:
+        schemes = components.get("securitySchemes") if isinstance(components, Mapping) else None
+    security_schemes = schemes if isinstance(schemes, Mapping) else {}
     if swagger:
         host = _optional_str(doc.get("host"), source, "'host'")
         base_path = _optional_str(doc.get("basePath"), source, "'basePath'") or ""
@@ -919,6 +1005,8 @@ def from_openapi(
         category=category,
         consumes=consumes,
         servers=servers,
+        security=security,
+        security_schemes=security_schemes,
     )
     specs = []
     for path, item in paths.items():
