@@ -27,7 +27,7 @@ from toolrerank_plugins.llm.parsing import parse_query_list, parse_refinement, p
 from toolrerank_plugins.llm.qta import QTAConfig, QTAStage
 from toolrerank_plugins.llm.query_generation import QueryGenerationConfig, QueryGenerationStage
 from toolrerank_plugins.llm.runtime import LLMRuntime, RuntimeConfig, abandoned_calls
-from toolrerank_plugins.records import ScoredTool
+from toolrerank_plugins.records import ScoredTool, find_surrogate
 from toolrerank_plugins.testing import ScriptedLLM, tiny_catalog
 
 ISOLATIONS = ["thread", "caller_loop"]
@@ -160,23 +160,23 @@ def test_concurrent_hung_calls_then_healthy(release: threading.Event) -> None:
 
 
 def test_abandoned_calls_are_capped_and_reported(release: threading.Event) -> None:
-    base = abandoned_calls()
     rt = runtime(max_abandoned_calls=2)
     hung = HangingLLM(release)
     s = rt.session(hung)  # type: ignore[arg-type]
     for _ in range(2):
         with pytest.raises(LLMTimeoutError):
             s.complete("q")
-    assert abandoned_calls(hung) == 2 and abandoned_calls() == base + 2 and s.usage.abandoned == 2
+    # (the process's total also counts slow calls other tests abandoned, which may end at any time)
+    assert abandoned_calls(hung) == 2 and abandoned_calls() >= 2 and s.usage.abandoned == 2
     t = time.perf_counter()
     with pytest.raises(LLMError, match=r"2 timed-out calls to LLM HangingLLM at 0x\w+ .*max_abandoned_calls=2"):
         s.complete("q")  # refused at once: the LLM is not called a third time
     assert time.perf_counter() - t < 0.05 and hung.calls == 2
     release.set()
     deadline = time.monotonic() + 5
-    while abandoned_calls() > base and time.monotonic() < deadline:
+    while abandoned_calls(hung) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert abandoned_calls() == base and abandoned_calls(hung) == 0  # ended calls leave the count
+    assert abandoned_calls(hung) == 0  # ended calls leave the count
     assert rt.session(hung).complete("q") == "late"  # and the LLM is called again
 
 
@@ -521,7 +521,9 @@ def test_fuzz_stages_always_return_a_valid_ranking(
         "qta_top": lambda: QTAStage(QTAConfig(runtime=rt, sample="top"), llm=llm),
         "iterative_feedback": lambda: FeedbackStage(FeedbackConfig(runtime=rt, rounds=2), llm=llm),
     }[stage_type]()
-    cands = e.retrieve([query], 10)[0] if query.strip() else []
+    # the engine refuses a query with a lone surrogate before any stage (QueryError); a stage called directly
+    # with one still returns a valid ranking
+    cands = e.retrieve([query], 10)[0] if query.strip() and find_surrogate(query) is None else []
     tr: dict[str, Any] = {}
     if asynchronous:
         out = asyncio.run(stage.arun(query, cands, e.context, tr))

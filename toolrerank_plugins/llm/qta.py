@@ -58,7 +58,7 @@ class QTAConfig(LLMStageConfig):
 def sample_tools(ctx: StageContext, query: str, n: int, seed: int) -> list[ToolSpec]:
     """``n`` random APIs of the catalog, the same ones every time for the same (query, seed)."""
     ids = ctx.catalog.ids
-    digest = hashlib.sha256(f"{seed}\x00{query}".encode()).digest()
+    digest = hashlib.sha256(f"{seed}\x00{query}".encode("utf-8", "surrogatepass")).digest()  # any str
     rng = random.Random(int.from_bytes(digest[:8], "little"))
     return [ctx.catalog[i] for i in rng.sample(ids, min(n, len(ids)))]
 
