@@ -19,18 +19,21 @@ from pydantic import ConfigDict, Field
 
 from toolrerank_plugins._compat import RenamedFieldsModel
 from toolrerank_plugins.errors import ToolRerankError
+from toolrerank_plugins.llm import prompts
 from toolrerank_plugins.llm.base import LLM, LLMError
 from toolrerank_plugins.llm.parsing import (
     COPY_MIN_WORDS,
+    ECHO_NGRAM,
     CopyVerdict,
     clip,
     copied_fraction,
+    copies_document,
     copy_tokens,
     shingles,
 )
 from toolrerank_plugins.llm.registry import resolve_llm
 from toolrerank_plugins.llm.runtime import LLMRuntime, LLMSession, RuntimeConfig
-from toolrerank_plugins.records import ScoredTool, renumber
+from toolrerank_plugins.records import ScoredTool, ToolSpec, renumber
 from toolrerank_plugins.stages import Stage
 
 if TYPE_CHECKING:
@@ -66,6 +69,12 @@ class LLMStageConfig(RenamedFieldsModel):
         ge=0,
         description="ranks 1..N hold only APIs the incoming ranking holds: an API that only LLM-made queries "
         "found (the LLM's word alone) enters at rank N+1 at best; 0: off (the papers' behaviour)",
+    )
+    hold_copied: bool = Field(
+        True,
+        description="an API whose description (as shown in the prompt) an LLM-made query copies does not rise "
+        "above its rank in the incoming ranking (3+ of the query's own words, at least half of them, in runs of 3 "
+        "words of that description); False: off (the papers' behaviour)",
     )
     on_error: Literal["fallback", "raise"] = Field(
         "fallback", description="fallback: keep the last good ranking and record why; raise: LLMStageError"
@@ -113,8 +122,10 @@ class LLMStage(Stage):
     """Base of the LLM stages. Subclasses implement :meth:`plan`."""
 
     name: str = "llm"
-    score_scale = "the ranking this LLM stage merged from the request's and the LLM's queries: higher is better "\
+    score_scale = (
+        "the ranking this LLM stage merged from the request's and the LLM's queries: higher is better "
         "(how it merged: the stage's trace)"
+    )
 
     def __init__(self, config: LLMStageConfig, *, llm: LLM | None = None, runtime: LLMRuntime | None = None) -> None:
         self.config = config
@@ -178,45 +189,101 @@ class LLMStage(Stage):
         named = trace.setdefault("_named", [])
         named.extend(k for k in (" ".join(copy_tokens(n)) for n in names) if k and k not in named)
 
+    def note_llm_queries(self, trace: dict[str, Any], queries: Sequence[str], shown: Sequence[ToolSpec]) -> None:
+        """Remember LLM-made queries the stage retrieves with, and the tool documents their prompt showed, for
+        :meth:`guard` (``hold_copied``): a query that copies one of those documents cannot lift its API."""
+        if not self.config.hold_copied:
+            return
+        docs = trace.setdefault("_shown", {})
+        for t in shown:  # the description as the prompt showed it (normalised, capped)
+            docs.setdefault(t.id, prompts.normalise(t.description)[: self.config.max_tool_chars])
+        trace.setdefault("_queries", []).extend(q for q in queries if q)
+
+    def copied_apis(self, query: str, queries: Sequence[str], shown: dict[str, str]) -> dict[str, str]:
+        """API id -> the first LLM-made query that copies its shown description (see ``hold_copied``)."""
+        if not queries or not shown:
+            return {}
+        user = set(copy_tokens(query))
+        out: dict[str, str] = {}
+        for api, doc in shown.items():
+            grams = shingles(doc, ECHO_NGRAM)
+            hit = next((q for q in queries if copies_document(q, grams, user)), None) if grams else None
+            if hit is not None:
+                out[api] = hit
+        return out
+
     def guard(
         self,
         ranking: list[ScoredTool],
         original: Sequence[ScoredTool],
         trace: dict[str, Any],
         named: Sequence[str] = (),
+        copied: dict[str, str] | None = None,
     ) -> list[ScoredTool]:
-        """Ranks 1..``protected_top`` hold only APIs that the incoming (original) ranking vouches for.
+        """Ranks 1..``protected_top`` hold only APIs that the incoming (original) ranking vouches for, and no
+        API rises above its incoming rank on a query that copies its description (``copied``).
 
         An API that only LLM-made queries retrieved — the LLM's word alone — enters at rank
         ``protected_top + 1`` at best; so does an API the LLM named by its identifier (``named``: keys of
-        :meth:`note_named`), unless the original ranking has it in its own top ``protected_top``. The next
+        :meth:`note_named`) or whose description an LLM-made query copied (``copied``: from
+        :meth:`copied_apis`), unless the original ranking has it in its own top ``protected_top``. The next
         vouched-for APIs move up (in the LLM's order; the original's own top when the LLM ranking has too
-        few), the held ones follow in their order. Held APIs are listed in ``trace["guard"]``; scores become
-        1/rank when anything moved.
+        few), the held ones follow in their order. Then each copied API that stands above its rank in the
+        original ranking goes back down to that rank (after the original's APIs when it was not there): a
+        tool description that gets the LLM to repeat it (injected text) cannot lift its own API. Held APIs
+        are listed in ``trace["guard"]``; scores become 1/rank when anything moved.
         """
+        copied = copied or {}
         n = self.config.protected_top
-        if n <= 0 or not original or not ranking:
+        if not original or not ranking:
             return ranking
-        top_ids = {s.id for s in original[:n]}
-        keys = set(named)
+        out = ranking
+        if n > 0:
+            top_ids = {s.id for s in original[:n]}
+            keys = set(named)
+            supported = {s.id for s in original}
 
-        def vouched(s: ScoredTool) -> bool:
-            if s.id in top_ids:
-                return True
-            if s.id not in supported:
-                return False
-            return not keys or not ({" ".join(copy_tokens(x)) for x in (s.tool.name, s.tool.tool) if x} & keys)
+            def vouched(s: ScoredTool) -> bool:
+                if s.id in top_ids:
+                    return True
+                if s.id not in supported or s.id in copied:
+                    return False
+                return not keys or not ({" ".join(copy_tokens(x)) for x in (s.tool.name, s.tool.tool) if x} & keys)
 
-        supported = {s.id for s in original}
-        if all(vouched(s) for s in ranking[:n]):
+            if not all(vouched(s) for s in ranking[:n]):
+                taken = {s.id for s in ranking}
+                head = [s for s in ranking if vouched(s)][:n]
+                head += [s for s in original if s.id not in taken and vouched(s)][: n - len(head)]
+                head_ids = {s.id for s in head}
+                out = (head + [s for s in ranking if s.id not in head_ids])[: max(len(ranking), len(head))]
+                trace["guard"] = {"held_below_top": [s.id for s in ranking[:n] if not vouched(s)], "top": n}
+        out = self._hold_copied(out, original, copied, trace)
+        if out is ranking:
             return ranking
-        taken = {s.id for s in ranking}
-        head = [s for s in ranking if vouched(s)][:n]
-        head += [s for s in original if s.id not in taken and vouched(s)][: n - len(head)]
-        head_ids = {s.id for s in head}
-        out = (head + [s for s in ranking if s.id not in head_ids])[: max(len(ranking), len(head))]
-        trace["guard"] = {"held_below_top": [s.id for s in ranking[:n] if not vouched(s)], "top": n}
         return self.scored(out, [1.0 / i for i in range(1, len(out) + 1)])
+
+    @staticmethod
+    def _hold_copied(
+        ranking: list[ScoredTool], original: Sequence[ScoredTool], copied: dict[str, str], trace: dict[str, Any]
+    ) -> list[ScoredTool]:
+        """``ranking`` with each copied API moved down to its rank in ``original`` when it stands above it."""
+        if not copied:
+            return ranking
+        where = {s.id: i for i, s in enumerate(original)}
+        floors = {
+            s.id: where.get(s.id, len(original))
+            for i, s in enumerate(ranking)
+            if s.id in copied and i < where.get(s.id, len(original))
+        }
+        if not floors:
+            return ranking
+        out = [s for s in ranking if s.id not in floors]
+        for s in sorted((s for s in ranking if s.id in floors), key=lambda s: floors[s.id]):
+            out.insert(min(floors[s.id], len(out)), s)
+        trace.setdefault("guard", {})["held_copied"] = [
+            {"id": s.id, "rank": out.index(s) + 1, "query": clip(copied[s.id], 120)} for s in out if s.id in floors
+        ]
+        return out
 
     def scored(self, ranking: Sequence[ScoredTool], scores: Sequence[float] | None = None) -> list[ScoredTool]:
         """Record this stage's score on each item (default: the item's current score) and renumber."""
@@ -244,6 +311,7 @@ class LLMStage(Stage):
     def _finish(
         self,
         session: LLMSession,
+        query: str,
         candidates: list[ScoredTool],
         trace: dict[str, Any],
         result: list[ScoredTool] | None,
@@ -252,11 +320,12 @@ class LLMStage(Stage):
     ) -> list[ScoredTool]:
         good = trace.pop("_last_good", None)
         named = trace.pop("_named", [])
+        copied = self.copied_apis(query, trace.pop("_queries", []), trace.pop("_shown", {}))
         trace["usage"] = session.usage.to_dict()
         total_ms = (time.perf_counter() - started) * 1000
         trace["overhead_ms"] = round(max(0.0, total_ms - session.usage.llm_time_ms), 3)
         if error is None and result is not None:
-            return self.guard(result, candidates, trace, named)
+            return self.guard(result, candidates, trace, named, copied)
         if isinstance(error, _Fallback):
             reason = error.reason
         else:
@@ -265,7 +334,7 @@ class LLMStage(Stage):
         if self.config.on_error == "raise":
             raise LLMStageError(f"stage {self.name!r}: {reason}") from error
         trace["fallback"] = reason
-        return self.guard(list(good), candidates, trace, named) if good is not None else list(candidates)
+        return self.guard(list(good), candidates, trace, named, copied) if good is not None else list(candidates)
 
     def run(
         self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
@@ -296,7 +365,7 @@ class LLMStage(Stage):
             error = exc
         finally:
             gen.close()
-        return self._finish(session, candidates, trace, result, error, started)
+        return self._finish(session, query, candidates, trace, result, error, started)
 
     async def arun(
         self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
@@ -328,7 +397,7 @@ class LLMStage(Stage):
             error = exc
         finally:
             gen.close()
-        return self._finish(session, candidates, trace, result, error, started)
+        return self._finish(session, query, candidates, trace, result, error, started)
 
 
 def first_error(results: Sequence[str | LLMError]) -> LLMError | None:

@@ -170,6 +170,7 @@ class FeedbackStage(LLMStage):
                 (query, current),
             )
             (refined,) = self.reject_copies([parsed.query], sources, trace, step=f"round {t + 1} refinement: ")
+            self.note_llm_queries(trace, [refined], shown)
             key = _norm(refined)
             if key in seen:
                 stop = "repeated_refinement"

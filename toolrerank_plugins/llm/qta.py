@@ -101,6 +101,7 @@ class QTAStage(LLMStage):
         )
         (rewrite,) = self.reject_copies([parsed.text], sources, trace)
         trace["rewrite"] = rewrite
+        self.note_llm_queries(trace, [rewrite], tools)
         k = c.depth or max(len(candidates), ctx.depth)
         (ranking,) = yield Retrieve((rewrite,), k)
         if not ranking:
