@@ -8,6 +8,7 @@ first with the shared text capped gave 55.2. The default therefore puts the API'
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -33,8 +34,18 @@ class RenderConfig(ConfigModel):
     separator: str = " | "
 
 
+#: A Markdown link or image, ``[text](target)`` / ``![alt](target "title")``. Rendered as its text alone: the
+#: target is a URL, often longer than the text, which ate the caps below (Twilio's ``To``: "The recipient's phone
+#: number in [E.164](https://www.twilio.com/docs/glossary/what-e164) format (for SMS/MMS)" was cut before "SMS")
+#: and the encoder's word pieces, and matched no request.
+_MARKDOWN_LINK = re.compile(r"!?\[([^\[\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"\n]*\")?\)")
+
+
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
+    text = str(text)
+    if "](" in text:
+        text = _MARKDOWN_LINK.sub(r"\1", text)
+    text = " ".join(text.split())
     if len(text) <= limit:
         return text
     cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
@@ -56,7 +67,8 @@ def _params_text(params: Mapping[str, Any], cfg: RenderConfig) -> str:
 
 
 def render_tool(spec: ToolSpec, config: RenderConfig | None = None) -> str:
-    """Text of one API for the models.
+    """Text of one API for the models. Markdown links in the texts are rendered as their text (the URLs are
+    left out).
 
     Example:
         >>> from toolrerank_plugins.records import ToolSpec

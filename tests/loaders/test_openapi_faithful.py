@@ -439,6 +439,37 @@ def test_security_requirements_are_kept_with_the_schemes_they_name() -> None:
         from_openapi(_doc(**{"/x": {"get": {"security": [{"k": 3}]}}}))
 
 
+def test_markdown_links_reach_the_models_as_their_text_only() -> None:
+    # issue 26: Twilio's `To` was rendered "To (The recipient's phone number in…)": the link's URL ate the
+    # 80-character cap of a parameter's description before "(for SMS/MMS)"
+    from toolrerank_plugins.render import render_tool
+
+    to = (
+        "The recipient's phone number in [E.164](https://www.twilio.com/docs/glossary/what-e164) format (for "
+        "SMS/MMS) or [channel address](https://www.twilio.com/docs/messaging/channels), e.g. `whatsapp:+1555`."
+    )
+    body = {"type": "object", "properties": {"To": {"type": "string", "description": to}}}
+    doc = _doc(
+        **{
+            "/Messages.json": {
+                "post": {
+                    "operationId": "CreateMessage",
+                    "description": "Send a [message](https://x.example/docs/messages) ![icon](https://x.example/i.png)",
+                    "requestBody": {"content": {"application/x-www-form-urlencoded": {"schema": body}}},
+                }
+            }
+        }
+    )
+    spec = from_openapi(doc)["T:POST /Messages.json"]
+    assert spec.parameters["properties"]["To"]["description"] == to  # the catalog keeps the text as written
+    text = render_tool(spec)
+    assert text.startswith("CreateMessage: Send a message icon | parameters: To (The recipient's phone number in ")
+    assert "E.164 format (for SMS/MMS) or channel address" in text and "https://" not in text
+    # text in brackets that is not a link stays as it is
+    plain = from_openapi(_doc(**{"/a": {"get": {"description": "Returns items[0] (the first) and [optional] data"}}}))
+    assert render_tool(plain["T:GET /a"]).endswith("Returns items[0] (the first) and [optional] data | tool: T")
+
+
 def test_parameter_name_clashes_keep_both(shop: Catalog, library: Catalog) -> None:
     spec = shop["Harbor Pet Shop:PUT /orders/{id}"]
     props = _props(shop, spec.id)
