@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
+from toolrerank_plugins.errors import ConfigError
 from toolrerank_plugins.render import RenderConfig
-from toolrerank_plugins.retrieval.base import known_first_stages
+from toolrerank_plugins.retrieval.base import get_first_stage_type, known_first_stages
 from toolrerank_plugins.retrieval.bm25 import BM25Config
 from toolrerank_plugins.retrieval.dense import DenseConfig
 from toolrerank_plugins.retrieval.hybrid import HybridConfig
@@ -50,7 +51,10 @@ class EngineConfig(RenamedFieldsModel):
     (``pipeline_config("bm25")``, ``"dense"``, ``"hybrid"``: one retriever, no stages).
 
     ``retriever`` names the first stage (``dense``, ``bm25``, ``hybrid`` or a registered backend); each
-    retriever reads its own section (``dense``, ``bm25``, ``hybrid``).
+    retriever reads its own section (``dense``, ``bm25``, ``hybrid``; :meth:`section`). A backend registered
+    with a ``config_model`` (see :class:`~toolrerank_plugins.retrieval.base.FirstStageType`) gets a section of
+    its own name, validated by that model: ``EngineConfig(retriever="pgvector", pgvector={"table": "tools"})``.
+    Any other unknown key is an error, as before.
 
     Example:
         >>> cfg = EngineConfig()
@@ -60,7 +64,8 @@ class EngineConfig(RenamedFieldsModel):
         'bm25'
     """
 
-    model_config = ConfigDict(extra="forbid")
+    # "allow" only for the sections of registered first-stage backends: _backend_sections refuses any other key
+    model_config = ConfigDict(extra="allow")
 
     retriever: RetrieverName = "hybrid"
     depth: int = Field(50, ge=1, description="first-stage depth: candidates handed to the stages (was candidate_k)")
@@ -85,6 +90,48 @@ class EngineConfig(RenamedFieldsModel):
         if value not in known:
             raise ValueError(f"unknown retriever {value!r}; known: {', '.join(known)}")
         return value
+
+    @model_validator(mode="after")
+    def _backend_sections(self) -> EngineConfig:
+        extra = self.__pydantic_extra__ or {}
+        for key, value in list(extra.items()):
+            model = _section_model(key)
+            if model is None:
+                raise ValueError(
+                    f"extra field {key!r} not permitted: not an EngineConfig field nor the section of a registered "
+                    f"first stage (first stages: {', '.join(known_first_stages())})"
+                )
+            if not isinstance(value, model):
+                extra[key] = model.model_validate(value)
+        return self
+
+    def section(self, name: str) -> Any:
+        """The config section of first stage ``name``: the ``dense`` / ``bm25`` / ``hybrid`` field, or a
+        backend's own section (its ``config_model``'s defaults when the config names none).
+
+        Raises:
+            ConfigError: ``name`` is no first stage with a config section.
+        """
+        if name in _BUILT_IN_SECTIONS:
+            return getattr(self, name)
+        extra = self.__pydantic_extra__ or {}
+        if name in extra:
+            return extra[name]
+        model = _section_model(name)
+        if model is None:
+            raise ConfigError(f"first stage {name!r} has no config section")
+        return model()
+
+
+#: The first stages whose sections are fixed fields of :class:`EngineConfig`.
+_BUILT_IN_SECTIONS = ("dense", "bm25", "hybrid")
+
+
+def _section_model(name: str) -> type[BaseModel] | None:
+    """The config model of first stage ``name``'s section (None: not a first stage, or one without a section)."""
+    if name in _BUILT_IN_SECTIONS or name not in known_first_stages():
+        return None
+    return get_first_stage_type(name).config_model
 
 
 #: The recommended pipeline, "what you get" when you name none: ``EngineConfig()`` itself, the ``default`` preset

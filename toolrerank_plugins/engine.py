@@ -18,7 +18,7 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,7 +124,7 @@ class _EngineContext(StageContext):
 
     @property
     def encoder_path(self) -> str | None:
-        return self._engine.config.dense.model_name_or_path if self.has_embeddings else None
+        return self._first_stage.encoder_path
 
     @property
     def llm(self) -> Any:
@@ -262,12 +262,17 @@ class Engine:
         *,
         embedder: Embedder | None = None,
         embedding_cache: dict[str, Any] | None = None,
+        resources: Mapping[str, Any] | None = None,
     ) -> Engine:
-        """Index ``catalog`` with the configured first stage and build the configured stages."""
+        """Index ``catalog`` with the configured first stage and build the configured stages.
+
+        ``config`` defaults to the recommended pipeline (``EngineConfig()``). ``resources`` are live objects a
+        first-stage backend needs (a connection pool, a client: ``FirstStageType(resources=True)``), passed in
+        rather than named in the config, which is saved and must never hold a password."""
         config = config or EngineConfig()
         if len(catalog) == 0:
             raise ConfigError("cannot build an engine over an empty catalog; load or add at least one API")
-        first_stage = get_first_stage_type(config.retriever).build(config, embedder)
+        first_stage = get_first_stage_type(config.retriever).make(config, embedder, resources)
         ids = catalog.ids
         first_stage.index(ids, [render_tool(catalog[i], config.render) for i in ids], cache=embedding_cache)
         return cls.from_parts(catalog, config, first_stage, embedder=embedder)
@@ -378,15 +383,34 @@ class Engine:
             first_stage.set_document_transform(transform)
         return _Snapshot(catalog, first_stage, tuple(stages), ctx, transform is not None)
 
+    def _apply(self, catalog: Catalog, change: Callable[[FirstStage], None]) -> None:
+        """Apply ``change`` to the first stage and publish it with the changed ``catalog``, all or nothing:
+        through the first stage's change contract (``begin_change``, then ``commit_change`` once the stages saw
+        the change, ``rollback_change`` on any error). Called with the write lock held."""
+        current = self._state.first_stage
+        first_stage = current.begin_change()
+        try:
+            change(first_stage)
+            self._change(catalog, first_stage)
+        except BaseException:
+            current.rollback_change(first_stage)
+            raise
+
     def _change(self, catalog: Catalog, first_stage: FirstStage) -> None:
-        """Publish the snapshot of a changed ``catalog`` and its (changed copy of the) ``first_stage``.
+        """Publish the snapshot of a changed ``catalog`` and its changed ``first_stage`` (from
+        ``begin_change``), committing the first stage's change last.
 
         Called with the write lock held. The stages are shallow copies that see the new index, so the
         current snapshot's stages keep their state for the searches still using them."""
         state = self._state
         first_stage = self._in_catalog_order(catalog, first_stage)
         stages = [copy.copy(s) for s in state.stages]
-        self._state = self._indexed(state, catalog, first_stage, stages, first_stage_is_new=True)
+        new = self._indexed(state, catalog, first_stage, stages, first_stage_is_new=True)
+        published = state.first_stage.commit_change(new.first_stage)
+        if published is not new.first_stage:  # the backend publishes another object (e.g. a reader, not a writer)
+            ctx = _EngineContext(self, catalog, published)
+            new = _Snapshot(catalog, published, new.stages, ctx, new.transform_installed)
+        self._state = new
 
     def _in_catalog_order(self, catalog: Catalog, first_stage: FirstStage) -> FirstStage:
         """Make sure every part of ``first_stage`` lists the catalog's ids in catalog order (what a saved
@@ -734,9 +758,7 @@ class Engine:
             added = catalog.add(specs)
             if not added:
                 return
-            first_stage = state.first_stage.copy()
-            first_stage.add([s.id for s in added], [self.render(s) for s in added])
-            self._change(catalog, first_stage)
+            self._apply(catalog, lambda fs: fs.add([s.id for s in added], [self.render(s) for s in added]))
 
     def update(self, specs: Iterable[ToolSpec]) -> None:
         """Replace APIs by id, keeping their positions; only the changed texts are re-encoded.
@@ -749,9 +771,7 @@ class Engine:
             updated = catalog.update(specs)
             if not updated:
                 return
-            first_stage = state.first_stage.copy()
-            first_stage.update([s.id for s in updated], [self.render(s) for s in updated])
-            self._change(catalog, first_stage)
+            self._apply(catalog, lambda fs: fs.update([s.id for s in updated], [self.render(s) for s in updated]))
 
     def remove(self, tool_ids: Iterable[str]) -> None:
         """Remove APIs by id (nothing is re-encoded).
@@ -766,9 +786,7 @@ class Engine:
             ids = catalog.remove(tool_ids)
             if not ids:
                 return
-            first_stage = state.first_stage.copy()
-            first_stage.remove(ids)
-            self._change(catalog, first_stage)
+            self._apply(catalog, lambda fs: fs.remove(ids))
             if len(catalog) == 0:
                 logger.warning("engine catalog is now empty; searches return no results")
 
@@ -829,18 +847,22 @@ class Engine:
                 return SyncReport()
             reencoded = [s for s in updated if self.render(s) != self.render(old[s.id])]
             changed = old.copy()
-            first_stage = state.first_stage.copy()
             if removed:
                 changed.remove(removed)
-                first_stage.remove(removed)
             if updated:
                 changed.update(updated)
-            if reencoded:
-                first_stage.update([s.id for s in reencoded], [self.render(s) for s in reencoded])
             if added:
                 changed.add(added)
-                first_stage.add([s.id for s in added], [self.render(s) for s in added])
-            self._change(changed, first_stage)
+
+            def change(first_stage: FirstStage) -> None:
+                if removed:
+                    first_stage.remove(removed)
+                if reencoded:
+                    first_stage.update([s.id for s in reencoded], [self.render(s) for s in reencoded])
+                if added:
+                    first_stage.add([s.id for s in added], [self.render(s) for s in added])
+
+            self._apply(changed, change)
             if len(changed) == 0:
                 logger.warning("engine catalog is now empty; searches return no results")
         return SyncReport(
@@ -937,13 +959,22 @@ class Engine:
         )
 
     @classmethod
-    def load(cls, path: str | Path, *, embedder: Embedder | None = None, verify: bool = True) -> Engine:
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        embedder: Embedder | None = None,
+        verify: bool = True,
+        resources: Mapping[str, Any] | None = None,
+    ) -> Engine:
         """Load a saved engine; a corrupt, foreign or newer-format directory raises PersistenceError.
 
-        ``verify=False`` skips the manifest's checksums (faster on large engines you trust)."""
+        ``verify=False`` skips the manifest's checksums (faster on large engines you trust). ``resources``:
+        live objects for the first stage (e.g. ``{"pool": pool}`` for a database-backed backend), as in
+        :meth:`build`; they are never saved."""
         path = Path(path)
         for attempt in range(3):
-            parts = read_engine(path, embedder=embedder, verify=verify)
+            parts = read_engine(path, embedder=embedder, verify=verify, resources=resources)
             try:
                 return cls.from_parts(
                     parts.catalog, parts.config, parts.first_stage, stage_dirs=parts.stage_dirs, embedder=embedder

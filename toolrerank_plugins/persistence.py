@@ -58,7 +58,7 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -639,7 +639,7 @@ def _listed_name(rel: object, mfile: Path) -> str:
 def required_files(config: EngineConfig) -> list[str]:
     """Files the manifest of an engine with this config must list (whatever else it lists)."""
     # each first stage declares its own (an empty manifest would otherwise verify nothing)
-    return ["config.json", "tools.jsonl", "edges.jsonl", *get_first_stage_type(config.retriever).required_files]
+    return ["config.json", "tools.jsonl", "edges.jsonl", *get_first_stage_type(config.retriever).files(config)]
 
 
 def verify_manifest(path: Path, required: Sequence[str] = ("config.json", "tools.jsonl", "edges.jsonl")) -> None:
@@ -689,7 +689,9 @@ def verify_manifest(path: Path, required: Sequence[str] = ("config.json", "tools
             raise PersistenceError(f"{f}: checksum mismatch; the file is corrupt or was edited")
 
 
-def _read_version(root: Path, *, embedder: Embedder | None, verify: bool) -> EngineParts:
+def _read_version(
+    root: Path, *, embedder: Embedder | None, verify: bool, resources: Mapping[str, Any] | None = None
+) -> EngineParts:
     cfg = _os_errors_named(root, read_config, root)
     cfg_file = root / "config.json"
     try:
@@ -709,7 +711,7 @@ def _read_version(root: Path, *, embedder: Embedder | None, verify: bool) -> Eng
     n_apis = cfg.get("n_apis")
     if n_apis is not None and n_apis != len(catalog):
         raise PersistenceError(f"{root}: tools.jsonl holds {len(catalog)} APIs but config.json records {n_apis}")
-    first_stage = get_first_stage_type(config.retriever).load(root, config, embedder)
+    first_stage = get_first_stage_type(config.retriever).open(root, config, embedder, resources)
     ids = catalog.ids
     for name, part in first_stage.parts.items():
         if part.ids != ids:
@@ -726,8 +728,11 @@ def _read_version(root: Path, *, embedder: Embedder | None, verify: bool) -> Eng
     return EngineParts(catalog, config, first_stage, stage_dirs, root)
 
 
-def read_engine(path: Path, *, embedder: Embedder | None = None, verify: bool = True) -> EngineParts:
+def read_engine(
+    path: Path, *, embedder: Embedder | None = None, verify: bool = True, resources: Mapping[str, Any] | None = None
+) -> EngineParts:
     """Read and check the committed version's parts (config, manifest, catalog, first stage, stage folders).
+    ``resources`` (live objects such as a connection pool) go to a first stage that takes them.
 
     A save committing a new version while this reads may delete the version being read (or the one the pointer
     named a moment ago); the pointer is then re-read and the read retried, up to ``_READ_ATTEMPTS`` times.
@@ -736,7 +741,7 @@ def read_engine(path: Path, *, embedder: Embedder | None = None, verify: bool = 
     for attempt in range(_READ_ATTEMPTS):
         root = _os_errors_named(path, version_dir, path)  # re-reads the pointer itself if a commit races it
         try:
-            return _read_version(root, embedder=embedder, verify=verify)
+            return _read_version(root, embedder=embedder, verify=verify, resources=resources)
         except PersistenceError:
             if attempt + 1 < _READ_ATTEMPTS and _os_errors_named(path, version_dir, path) != root:
                 continue  # a newer version was committed meanwhile

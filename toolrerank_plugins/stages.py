@@ -302,6 +302,9 @@ class StageType:
     factory: Callable[[Any, StageContext, Path | None], Stage]
 
 
+#: Entry-point group through which installed distributions add stage types.
+STAGE_ENTRY_POINTS = "toolrerank_plugins.stages"
+
 _STAGE_TYPES: Registry[StageType] = Registry(
     "stage type",
     StageType,
@@ -316,6 +319,7 @@ _STAGE_TYPES: Registry[StageType] = Registry(
         "usage_memory": "toolrerank_plugins.usage:STAGE_TYPE",
     },
     plural="types",
+    group=STAGE_ENTRY_POINTS,
 )
 
 

@@ -23,6 +23,7 @@ from toolrerank_plugins._extras import Registry
 
 if TYPE_CHECKING:
     import numpy as np
+    from pydantic import BaseModel
 
     from toolrerank_plugins.encoders import Embedder
 
@@ -61,9 +62,12 @@ class FirstStage(ABC):
     equal to its catalog's order. Optional capabilities have defaults: a first stage without document
     vectors returns None from :meth:`embeddings_for` and ignores :meth:`set_document_transform`.
 
-    Copy-on-write: the engine never changes a first stage that searches may be using. It changes a
-    :meth:`copy` and swaps the copy in, so ``copy`` must return an object whose changes leave the
-    original as it was (see ``docs/engine.md``, "Thread safety").
+    Changes go through a small contract, :meth:`begin_change` / :meth:`commit_change` /
+    :meth:`rollback_change`: the engine never changes a first stage that searches may be using. By default
+    (in-memory backends) ``begin_change`` returns a :meth:`copy`, the engine changes the copy and swaps it in
+    (copy-on-write), so ``copy`` must return an object whose changes leave the original as it was (see
+    ``docs/engine.md``, "Thread safety"). A backend over a shared store (a database table) returns a view bound
+    to an open transaction instead, and commits or rolls it back when the engine says so.
     """
 
     name: str = "first_stage"
@@ -94,6 +98,27 @@ class FirstStage(ABC):
         """
         self.remove(ids)
         self.add(ids, texts)
+
+    # -- the change contract ------------------------------------------------------------------------
+    def begin_change(self) -> FirstStage:
+        """A first stage the engine may change (``add`` / ``update`` / ``remove`` / ``index`` /
+        ``set_document_transform``) while searches keep using ``self``. Default: :meth:`copy`."""
+        return self.copy()
+
+    def commit_change(self, changed: FirstStage) -> FirstStage:
+        """Make ``changed`` (from :meth:`begin_change`) durable and return the first stage to publish; called
+        once the rest of the change (the catalog, the stages) succeeded. An error here undoes the whole change:
+        the engine then calls :meth:`rollback_change`. Default: nothing to commit, ``changed`` is published."""
+        return changed
+
+    def rollback_change(self, changed: FirstStage) -> None:
+        """Forget ``changed`` (from :meth:`begin_change`) after a change failed. Default: nothing (the copy is
+        dropped)."""
+        return None
+
+    def close(self) -> None:
+        """Release what this first stage holds open (connections, files). Default: nothing."""
+        return None
 
     def copy(self) -> FirstStage:
         """An independent copy: :meth:`index`, :meth:`add`, :meth:`update`, :meth:`remove` and
@@ -157,6 +182,12 @@ class FirstStage(ABC):
         return None
 
     @property
+    def encoder_path(self) -> str | None:
+        """The configured model (name or folder) of :attr:`encoder`, if any (stages read it to find files
+        saved beside a model, e.g. the feedback-trained marker)."""
+        return None
+
+    @property
     def has_embeddings(self) -> bool:
         return False
 
@@ -182,12 +213,49 @@ class FirstStage(ABC):
 class FirstStageType:
     """How to make a first stage: ``build(config, embedder)`` for a new index, ``load(root, config, embedder)``
     for a saved one, and the files (relative to the engine directory) a saved one cannot do without: a
-    saved engine's manifest must list them, so a manifest that lost them is refused."""
+    saved engine's manifest must list them, so a manifest that lost them is refused.
 
-    build: Callable[[Any, Embedder | None], FirstStage]
-    load: Callable[[Path, Any, Embedder | None], FirstStage]
-    required_files: tuple[str, ...] = ()
+    Args:
+        build: ``build(config, embedder)`` (``config`` is the whole :class:`EngineConfig`; a backend reads its
+            own section with ``config.section(name)``).
+        load: ``load(root, config, embedder)``.
+        required_files: a tuple, or ``f(config) -> files`` when they depend on the config (hybrid's parts).
+        config_model: the pydantic model of this backend's section of the engine config, e.g.
+            ``EngineConfig(retriever="pgvector", pgvector={"table": "tools"})`` validates ``pgvector`` with it.
+            The built-in ``dense`` / ``bm25`` / ``hybrid`` sections are fixed fields of the config instead.
+        resources: ``build`` and ``load`` also take ``resources=``, the live objects the caller passed to
+            ``Engine.build`` / ``Engine.load`` (a connection pool, a client), never stored in ``config.json``.
+    """
 
+    build: Callable[..., FirstStage]
+    load: Callable[..., FirstStage]
+    required_files: tuple[str, ...] | Callable[[Any], Sequence[str]] = ()
+    config_model: type[BaseModel] | None = None
+    resources: bool = False
+
+    def files(self, config: Any) -> list[str]:
+        """The files a saved engine with ``config`` cannot do without."""
+        files = self.required_files
+        return list(files(config) if callable(files) else files)
+
+    def make(self, config: Any, embedder: Embedder | None, resources: Mapping[str, Any] | None = None) -> FirstStage:
+        """A new, empty first stage (``build``), handing ``resources`` to a backend that takes them."""
+        if self.resources:
+            return self.build(config, embedder, resources=resources or {})
+        return self.build(config, embedder)
+
+    def open(
+        self, root: Path, config: Any, embedder: Embedder | None, resources: Mapping[str, Any] | None = None
+    ) -> FirstStage:
+        """The first stage saved under ``root`` (``load``), handing ``resources`` to a backend that takes them."""
+        if self.resources:
+            return self.load(root, config, embedder, resources=resources or {})
+        return self.load(root, config, embedder)
+
+
+#: Entry-point group through which installed distributions add first stages: in a plug-in's pyproject.toml,
+#: ``[project.entry-points."toolrerank_plugins.first_stages"]`` ``pgvector = "my_pkg.store:FIRST_STAGE_TYPE"``.
+FIRST_STAGE_ENTRY_POINTS = "toolrerank_plugins.first_stages"
 
 _FIRST_STAGES: Registry[FirstStageType] = Registry(
     "retriever",
@@ -197,6 +265,7 @@ _FIRST_STAGES: Registry[FirstStageType] = Registry(
         "bm25": "toolrerank_plugins.retrieval.bm25:FIRST_STAGE_TYPE",
         "hybrid": "toolrerank_plugins.retrieval.hybrid:FIRST_STAGE_TYPE",
     },
+    group=FIRST_STAGE_ENTRY_POINTS,
 )
 
 

@@ -139,6 +139,10 @@ class DenseRetriever(FirstStage):
         return self.embedder
 
     @property
+    def encoder_path(self) -> str | None:
+        return self.config.model_name_or_path
+
+    @property
     def has_embeddings(self) -> bool:
         return True
 

@@ -1,4 +1,4 @@
-"""Hybrid retrieval: reciprocal-rank fusion of a dense and a BM25 ranking, as one first stage."""
+"""Hybrid retrieval: a fusion of several first stages' rankings (by default dense and BM25), as one first stage."""
 
 from __future__ import annotations
 
@@ -6,12 +6,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
-from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit
-from toolrerank_plugins.retrieval.bm25 import BM25_FILES, BM25Retriever
-from toolrerank_plugins.retrieval.dense import DENSE_FILES, DenseRetriever
+from toolrerank_plugins.errors import ConfigError
+from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit, get_first_stage_type
 
 if TYPE_CHECKING:
     import numpy as np
@@ -22,6 +21,13 @@ if TYPE_CHECKING:
 class HybridConfig(RenamedFieldsModel):
     model_config = ConfigDict(extra="forbid")
 
+    parts: list[str] = Field(
+        default_factory=lambda: ["dense", "bm25"],
+        description="the first stages fused, by registered name (each reads its own section of the engine config)",
+    )
+    weights: dict[str, float] = Field(
+        default_factory=dict, description="fusion weight per part; dense_weight / bm25_weight, else 1, when absent"
+    )
     dense_weight: float = Field(1.0, ge=0)
     bm25_weight: float = Field(1.0, ge=0)
     # rrf_k=5 (not the usual 60) was chosen on ToolBench and Seal-Tools *train* queries: with 60 the fused
@@ -42,6 +48,23 @@ class HybridConfig(RenamedFieldsModel):
     )
 
     renamed_fields: ClassVar[Mapping[str, str]] = {"candidates": "depth"}
+
+    @field_validator("parts")
+    @classmethod
+    def _fusable_parts(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value) or len(value) < 2:
+            raise ValueError(f"hybrid fuses two or more different first stages, got {value}")
+        if "hybrid" in value:
+            raise ValueError("a hybrid cannot be a part of itself")
+        return value
+
+    @field_validator("weights")
+    @classmethod
+    def _non_negative(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {k: w for k, w in value.items() if not w >= 0}
+        if bad:
+            raise ValueError(f"fusion weights must be >= 0, got {bad}")
+        return value
 
     @property
     def candidates(self) -> Any:
@@ -104,65 +127,131 @@ def score_fuse(
 
 
 class HybridRetriever(FirstStage):
-    """A dense and a BM25 retriever over the same ids, fused by :func:`rrf_fuse`.
+    """Several first stages ("parts", by default ``dense`` and ``bm25``) over the same ids, fused per query by
+    :func:`rrf_fuse` or :func:`score_fuse` (``HybridConfig.fusion``), as one first stage.
 
-    Each hit carries both retrievers' scores (``hit.scores``: ``dense`` and/or ``bm25``). Saved as the
-    ``dense/`` and ``bm25/`` folders of an engine directory.
+    Each hit carries every part's score (``hit.scores``, by part name). Each part saves its own files (the
+    ``dense/`` and ``bm25/`` folders of an engine directory for the built-in ones). The part with document
+    vectors (the first such part) serves :attr:`encoder`, :meth:`embeddings_for` and document transforms; the
+    parts without vectors are the *lexical* ones (``search_with_parts(lexical=True)`` matches sub-queries with
+    them alone).
 
-    A change applies to copies of both retrievers and then replaces them together, so a failure in
-    either (an encoder or tokeniser error) leaves both as they were, and the two always hold the same ids
-    in the same order.
+    A change applies to every part's :meth:`~FirstStage.begin_change` and then replaces them together, so a
+    failure in one (an encoder or tokeniser error) leaves all as they were, and the parts always hold the same
+    ids in the same order.
     """
 
     name = "hybrid"
 
-    def __init__(self, config: HybridConfig, dense: DenseRetriever, bm25: BM25Retriever) -> None:
+    def __init__(
+        self,
+        config: HybridConfig,
+        dense: FirstStage | None = None,
+        bm25: FirstStage | None = None,
+        *,
+        parts: Mapping[str, FirstStage] | None = None,
+    ) -> None:
         self.config = config
-        self.dense = dense
-        self.bm25 = bm25
+        given = dict(parts) if parts is not None else {}
+        if dense is not None:
+            given["dense"] = dense
+        if bm25 is not None:
+            given["bm25"] = bm25
+        if len(given) < 2:
+            raise ConfigError(f"hybrid needs at least two parts to fuse, got {sorted(given)}")
+        self._parts: dict[str, FirstStage] = given
+
+    @property
+    def dense(self) -> Any:
+        """The part named ``dense`` (None when this hybrid has none)."""
+        return self._parts.get("dense")
+
+    @property
+    def bm25(self) -> Any:
+        """The part named ``bm25`` (None when this hybrid has none)."""
+        return self._parts.get("bm25")
 
     @property
     def ids(self) -> list[str]:
-        return self.dense.ids
+        return next(iter(self._parts.values())).ids
+
+    def weight(self, part: str) -> float:
+        """The fusion weight of ``part``: ``HybridConfig.weights``, else ``dense_weight`` / ``bm25_weight`` for
+        those two names, else 1."""
+        c = self.config
+        if part in c.weights:
+            return c.weights[part]
+        return {"dense": c.dense_weight, "bm25": c.bm25_weight}.get(part, 1.0)
 
     def score_scales(self) -> Mapping[str, str]:
         c = self.config
-        weights = f"weights dense {c.dense_weight:g} / bm25 {c.bm25_weight:g}"
+        names = list(self._parts)
+        weights = "weights " + " / ".join(f"{n} {self.weight(n):g}" for n in names)
+        over = " and ".join(names)
         if c.fusion == "rrf":
-            fused = f"reciprocal-rank fusion: sum of weight / ({c.rrf_k} + rank) over dense and bm25 ({weights})"
+            fused = f"reciprocal-rank fusion: sum of weight / ({c.rrf_k} + rank) over {over} ({weights})"
         elif c.fusion == "minmax":
-            fused = f"min-max fusion: weighted mean of dense and bm25 scaled to 0..1 within this query ({weights})"
+            fused = f"min-max fusion: weighted mean of {over} scaled to 0..1 within this query ({weights})"
         else:
             how = ", each weight scaled by its retriever's top z-score" if c.confidence_weighted else ""
             fused = (
-                f"z-score fusion: weighted mean of dense's and bm25's z-scores within this query ({weights}{how}); "
+                f"z-score fusion: weighted mean of {over}'s z-scores within this query ({weights}{how}); "
                 "0 is an average candidate, any sign"
             )
-        return {**self.dense.score_scales(), **self.bm25.score_scales(), "hybrid": fused}
+        scales: dict[str, str] = {}
+        for part in self._parts.values():
+            scales.update(part.score_scales())
+        return {**scales, "hybrid": fused}
 
     @property
     def parts(self) -> Mapping[str, FirstStage]:
-        return {"dense": self.dense, "bm25": self.bm25}
+        return dict(self._parts)
+
+    def _vector_part(self) -> FirstStage | None:
+        return next((p for p in self._parts.values() if p.has_embeddings), None)
 
     @property
-    def encoder(self) -> Embedder:
-        return self.dense.embedder
+    def encoder(self) -> Embedder | None:
+        part = self._vector_part()
+        return part.encoder if part is not None else None
+
+    @property
+    def encoder_path(self) -> str | None:
+        part = self._vector_part()
+        return part.encoder_path if part is not None else None
 
     @property
     def has_embeddings(self) -> bool:
-        return True
+        return self._vector_part() is not None
 
     def copy(self) -> HybridRetriever:
-        return HybridRetriever(self.config, self.dense.copy(), self.bm25.copy())
+        return HybridRetriever(self.config, parts={n: p.copy() for n, p in self._parts.items()})
+
+    def begin_change(self) -> HybridRetriever:
+        return HybridRetriever(self.config, parts={n: p.begin_change() for n, p in self._parts.items()})
+
+    def commit_change(self, changed: FirstStage) -> FirstStage:
+        assert isinstance(changed, HybridRetriever)
+        done = {n: self._parts[n].commit_change(p) for n, p in changed._parts.items()}
+        return HybridRetriever(self.config, parts=done)
+
+    def rollback_change(self, changed: FirstStage) -> None:
+        assert isinstance(changed, HybridRetriever)
+        for n, p in changed._parts.items():
+            self._parts[n].rollback_change(p)
+
+    def close(self) -> None:
+        for part in self._parts.values():
+            part.close()
 
     def _change(self, op: Callable[[FirstStage], None]) -> None:
-        dense, bm25 = self.dense.copy(), self.bm25.copy()
-        op(dense)
-        op(bm25)
-        self.dense, self.bm25 = dense, bm25
+        changed = {n: p.copy() for n, p in self._parts.items()}
+        for part in changed.values():
+            op(part)
+        self._parts = changed
 
     def index(self, ids: Sequence[str], texts: Sequence[str], *, cache: dict[str, Any] | None = None) -> None:
-        self._change(lambda part: part.index(ids, texts, cache=cache))  # BM25 ignores the cache
+        self._change(lambda part: part.index(ids, texts, cache=cache))  # a part without vectors ignores the cache
 
     def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
         self._change(lambda part: part.add(ids, texts))
@@ -175,8 +264,8 @@ class HybridRetriever(FirstStage):
 
     def search(self, queries: Sequence[str], depth: int) -> list[list[Hit]]:
         deep = max(depth, self.config.depth)
-        dense, bm25 = self.dense, self.bm25
-        return [self._fuse(dh, bh, depth) for dh, bh in zip(dense.search(queries, deep), bm25.search(queries, deep))]
+        ranked = {n: p.search(queries, deep) for n, p in self._parts.items()}
+        return [self._fuse({n: hits[i] for n, hits in ranked.items()}, depth) for i in range(len(queries))]
 
     def search_with_parts(
         self,
@@ -187,91 +276,110 @@ class HybridRetriever(FirstStage):
         pooled: bool = False,
         lexical: bool = False,
     ) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
-        """Both retrievers in one call each; ``pooled`` applies to the dense part (BM25 matches the whole
-        query's words). With ``lexical`` the parts are BM25's alone: only the queries are encoded (and
-        ``pooled``, having no part vectors to pool, changes nothing)."""
+        """Every part in one call each; ``pooled`` applies to the parts with vectors (a lexical part matches the
+        whole query's words). With ``lexical`` the sub-queries are matched by the lexical parts alone: only the
+        queries are encoded (and ``pooled``, having no part vectors to pool, changes nothing)."""
         deep = max(depth, self.config.depth)
-        dense, bm25 = self.dense, self.bm25
-        b_whole, b_parts = bm25.search_with_parts(queries, parts, deep)
-        if lexical:
-            d_whole = dense.search(queries, deep)
-            by_part = [[[Hit(h.id, h.score, {"bm25": h.score}) for h in hits[:depth]] for hits in bp] for bp in b_parts]
-        else:
-            d_whole, d_parts = dense.search_with_parts(queries, parts, deep, pooled=pooled)
-            by_part = [[self._fuse(dh, bh, depth) for dh, bh in zip(dp, bp)] for dp, bp in zip(d_parts, b_parts)]
-        whole = [self._fuse(dh, bh, depth) for dh, bh in zip(d_whole, b_whole)]
-        return whole, by_part
-
-    def _fuse(self, dh: list[Hit], bh: list[Hit], depth: int) -> list[Hit]:
-        c = self.config
-        pair = [(dh, c.dense_weight), (bh, c.bm25_weight)]
-        if c.fusion == "rrf":
-            fused = rrf_fuse(pair, rrf_k=c.rrf_k, top_k=depth)
-        else:
-            fused = score_fuse(pair, normalization=c.fusion, top_k=depth, confidence_weighted=c.confidence_weighted)
-        dmap, bmap = {h.id: h.score for h in dh}, {h.id: h.score for h in bh}
-        return [
-            Hit(
-                h.id,
-                h.score,
-                {**({"dense": dmap[h.id]} if h.id in dmap else {}), **({"bm25": bmap[h.id]} if h.id in bmap else {})},
-            )
-            for h in fused
+        whole: dict[str, list[list[Hit]]] = {}
+        by_part: dict[str, list[list[list[Hit]]]] = {}
+        for name, part in self._parts.items():
+            if lexical and part.has_embeddings:
+                whole[name] = part.search(queries, deep)
+            else:
+                whole[name], by_part[name] = part.search_with_parts(queries, parts, deep, pooled=pooled)
+        fused_whole = [self._fuse({n: hits[i] for n, hits in whole.items()}, depth) for i in range(len(queries))]
+        fused_parts = [
+            [self._fuse({n: hp[i][j] for n, hp in by_part.items()}, depth) for j in range(len(ps))]
+            for i, ps in enumerate(parts)
         ]
+        return fused_whole, fused_parts
+
+    def _fuse(self, ranked: Mapping[str, list[Hit]], depth: int) -> list[Hit]:
+        """One fused ranking of each part's hits; a single ranking (a lexical-only sub-query) is kept as it is,
+        with its part's score."""
+        if len(ranked) == 1:
+            ((name, hits),) = ranked.items()
+            return [Hit(h.id, h.score, {name: h.score}) for h in hits[:depth]]
+        c = self.config
+        rankings = [(hits, self.weight(n)) for n, hits in ranked.items()]
+        if c.fusion == "rrf":
+            fused = rrf_fuse(rankings, rrf_k=c.rrf_k, top_k=depth)
+        else:
+            fused = score_fuse(rankings, normalization=c.fusion, top_k=depth, confidence_weighted=c.confidence_weighted)
+        scores = {n: {h.id: h.score for h in hits} for n, hits in ranked.items()}
+        return [Hit(h.id, h.score, {n: m[h.id] for n, m in scores.items() if h.id in m}) for h in fused]
 
     def embeddings_for(self, ids: Sequence[str]) -> np.ndarray | None:
-        return self.dense.embeddings_for(ids)
+        part = self._vector_part()
+        return part.embeddings_for(ids) if part is not None else None
 
     def query_vectors(self, queries: Sequence[str]) -> np.ndarray | None:
-        return self.dense.query_vectors(queries)
+        part = self._vector_part()
+        return part.query_vectors(queries) if part is not None else None
 
     def embedding_cache(self) -> dict[str, np.ndarray]:
-        return self.dense.embedding_cache()
+        part = self._vector_part()
+        return part.embedding_cache() if part is not None else {}
 
     def set_document_transform(self, transform: DocTransform | None) -> None:
-        dense = self.dense.copy()  # a dense retriever shared with another first stage keeps its vectors
-        dense.set_document_transform(transform)
-        self.dense = dense
+        for name, part in self._parts.items():
+            if part.has_embeddings:  # a part shared with another first stage keeps its vectors: change a copy
+                changed = part.copy()
+                changed.set_document_transform(transform)
+                self._parts = {**self._parts, name: changed}
+                return
 
     def save(self, root: Path) -> None:
-        self.dense.save(root)
-        self.bm25.save(root)
+        for part in self._parts.values():
+            part.save(root)
 
     @classmethod
-    def load(cls, root: Path, config: Any, *, embedder: Embedder | None = None) -> HybridRetriever:
-        """``config`` is the engine config (the hybrid, dense and BM25 sections are all read)."""
+    def load(
+        cls,
+        root: Path,
+        config: Any,
+        *,
+        embedder: Embedder | None = None,
+        resources: Mapping[str, Any] | None = None,
+    ) -> HybridRetriever:
+        """``config`` is the engine config: its ``hybrid`` section names the parts, each part reads its own."""
         return cls(
             config.hybrid,
-            DenseRetriever.load(root, config.dense, embedder=embedder),
-            BM25Retriever.load(root, config.bm25),
+            parts={n: get_first_stage_type(n).open(root, config, embedder, resources) for n in config.hybrid.parts},
         )
 
 
+def _build(config: Any, embedder: Embedder | None, *, resources: Mapping[str, Any] | None = None) -> HybridRetriever:
+    parts = {n: get_first_stage_type(n).make(config, embedder, resources) for n in config.hybrid.parts}
+    return HybridRetriever(config.hybrid, parts=parts)
+
+
+def _files(config: Any) -> list[str]:
+    return [f for n in config.hybrid.parts for f in get_first_stage_type(n).files(config)]
+
+
 FIRST_STAGE_TYPE = FirstStageType(
-    build=lambda config, embedder: HybridRetriever(
-        config.hybrid, DenseRetriever(config.dense, embedder=embedder), BM25Retriever(config.bm25)
+    build=_build,
+    load=lambda root, config, embedder, resources: HybridRetriever.load(
+        root, config, embedder=embedder, resources=resources
     ),
-    load=lambda root, config, embedder: HybridRetriever.load(root, config, embedder=embedder),
-    required_files=DENSE_FILES + BM25_FILES,
+    required_files=_files,
+    resources=True,  # handed on to the parts that take them
 )
 
 
 def first_stage_from_parts(name: str, parts: Mapping[str, FirstStage], config: Any) -> FirstStage:
-    """A ``dense``, ``bm25`` or ``hybrid`` first stage over already-built retrievers (``FirstStage.parts``
-    of another engine), so first stages can be compared without re-encoding; ``config`` is the engine
-    config (its ``hybrid`` section is used for fusion).
+    """A single first stage, or a ``hybrid`` of ``config.hybrid.parts``, over already-built retrievers
+    (``FirstStage.parts`` of another engine), so first stages can be compared without re-encoding; ``config``
+    is the engine config (its ``hybrid`` section is used for fusion).
 
     Raises:
         ConfigError: ``parts`` lacks a retriever the requested first stage needs.
     """
-    from toolrerank_plugins.errors import ConfigError
-
-    need = ("dense", "bm25") if name == "hybrid" else (name,)
+    need = list(config.hybrid.parts) if name == "hybrid" else [name]
     missing = [n for n in need if n not in parts]
-    if name not in ("dense", "bm25", "hybrid") or missing:
+    if missing:
         raise ConfigError(f"cannot make first stage {name!r} from parts {sorted(parts)} (missing {missing})")
     if name == "hybrid":
-        dense, bm25 = parts["dense"], parts["bm25"]
-        assert isinstance(dense, DenseRetriever) and isinstance(bm25, BM25Retriever)
-        return HybridRetriever(config.hybrid, dense, bm25)
+        return HybridRetriever(config.hybrid, parts={n: parts[n] for n in need})
     return parts[name]

@@ -10,6 +10,11 @@ from toolrerank_plugins._extras import lazy_exports
 _EXPORTS = {
     "FakeEmbedder": "toolrerank_plugins.testing.embeddings",
     "WordSetIndex": "toolrerank_plugins.testing.first_stages",
+    "WordsConfig": "toolrerank_plugins.testing.first_stages",
+    "words_first_stage_type": "toolrerank_plugins.testing.first_stages",
+    "SharedWordStore": "toolrerank_plugins.testing.first_stages",
+    "StoreWordIndex": "toolrerank_plugins.testing.first_stages",
+    "STORE_WORDS_TYPE": "toolrerank_plugins.testing.first_stages",
     "tiny_catalog": "toolrerank_plugins.testing.catalogs",
     "tiny_queries": "toolrerank_plugins.testing.catalogs",
     "default_catalog_path": "toolrerank_plugins.catalog",
