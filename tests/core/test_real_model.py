@@ -175,10 +175,12 @@ def test_loading_a_model_draws_no_transformers_progress_bar() -> None:
     code = (
         "from transformers.utils import logging as hf\n"
         "from toolrerank_plugins.encoders import SentenceTransformerEmbedder\n"
+        "hf.enable_progress_bar()  # on, as in a fresh process without HF_HUB_DISABLE_PROGRESS_BARS\n"
         "SentenceTransformerEmbedder('default').encode(['hello'])\n"
         "assert hf.is_progress_bar_enabled()  # restored after the load\n"
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Loading weights" not in proc.stderr + proc.stdout
