@@ -36,7 +36,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 #: pages whose snippets load the bundled MiniLM (dense or hybrid retrieval)
-MODEL_PAGES = {"README.md", "docs/engine.md"}
+MODEL_PAGES = {"README.md", "docs/engine.md", "docs/tgr.md"}
 #: optional packages: a page importing one that is not installed is skipped (anything else missing fails)
 OPTIONAL = {
     "anyio",
@@ -59,10 +59,6 @@ OPTIONAL = {
 KNOWN_BROKEN: dict[str, str] = {
     "docs/catalog.md": "the MCP block starts mcp-server-git with --repository . : outside a git repository (an "
     "empty folder) the server exits and the session fails with 'Connection closed'",
-    "docs/llm-stages.md": "needs an OpenAI-compatible LLM server at localhost:11434 (wants a skip marker) and uses "
-    "an undefined name 'catalog'",
-    "docs/tgr.md": "loads load_catalog('my_catalog/'), which does not exist (CatalogError)",
-    "docs/usage.md": "uses undefined names: record_id (first block) and engine (second block)",
 }
 
 _FENCE = re.compile(r"^```(\S*)\s*$")
