@@ -12,7 +12,7 @@ To compare two versions of the loader, run this same script with each version on
     git worktree add /tmp/before <commit>^ && git worktree add /tmp/after <commit>
     PYTHONPATH=/tmp/before python benchmarks/openapi_search.py SPEC... --out before.json
     PYTHONPATH=/tmp/after python benchmarks/openapi_search.py SPEC... --out after.json
-    python benchmarks/openapi_search.py --compare before.json after.json
+    python benchmarks/openapi_search.py --compare before.json after.json --labels before after
 
 (docs/benchmarks.md, "OpenAPI specs from the wild", has the exact specs, commits and results.)
 """
@@ -115,20 +115,23 @@ def run(args: argparse.Namespace) -> None:
         args.out.write_text(json.dumps(result, indent=1), encoding="utf-8")
 
 
-def compare(before_path: Path, after_path: Path) -> None:
-    """A markdown table of two runs' ranks, query by query."""
-    before = json.loads(before_path.read_text(encoding="utf-8"))
-    after = json.loads(after_path.read_text(encoding="utf-8"))
-    print(f"| spec | query | obvious operation | rank at {before['commit']} | rank at {after['commit']} |")
-    print("|---|---|---|---:|---:|")
-    for title, res in after["specs"].items():
-        old = {r["query"]: r["rank"] for r in before["specs"][title]["queries"]}
+def compare(paths: list[Path], labels: list[str] | None) -> None:
+    """A markdown table of several runs' ranks, query by query (the first run's specs and queries)."""
+    runs = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    names = labels or [r["commit"] for r in runs]
+    if len(names) != len(runs):
+        raise SystemExit(f"--labels gives {len(names)} names for {len(runs)} runs")
+    print("| spec | query | obvious operation | " + " | ".join(f"rank: {n}" for n in names) + " |")
+    print("|---|---|---|" + "---:|" * len(runs))
+    for title, res in runs[0]["specs"].items():
+        ranks = [{r["query"]: r["rank"] for r in run["specs"][title]["queries"]} for run in runs]
         for r in res["queries"]:
-            cells = ["-" if x is None else str(x) for x in (old[r["query"]], r["rank"])]
-            print(f"| {title} | {r['query']} | {' / '.join(r['expected'])} | {cells[0]} | {cells[1]} |")
+            cells = ["-" if rank[r["query"]] is None else str(rank[r["query"]]) for rank in ranks]
+            print(f"| {title} | {r['query']} | {' / '.join(r['expected'])} | {' | '.join(cells)} |")
     print()
-    for title, res in after["specs"].items():
-        print(f"- {title}: before {_summary(before['specs'][title]['queries'])}; after {_summary(res['queries'])}")
+    for title in runs[0]["specs"]:
+        parts = [f"{n}: {_summary(run['specs'][title]['queries'])}" for n, run in zip(names, runs)]
+        print(f"- {title}: " + "; ".join(parts))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -136,14 +139,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("specs", nargs="*", type=Path, help="OpenAPI / Swagger files (JSON or YAML)")
     p.add_argument("--depth", type=int, default=50, help="ranks looked at (default 50)")
     p.add_argument("--out", type=Path, help="write the ranks as JSON")
-    p.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"), help="join two --out files")
+    p.add_argument("--compare", nargs="+", type=Path, metavar="RUN", help="join --out files (two or more)")
+    p.add_argument("--labels", nargs="+", help="a column name per --compare file (default: their commits)")
     args = p.parse_args(argv)
     if args.compare:
-        compare(*args.compare)
+        compare(args.compare, args.labels)
     elif args.specs:
         run(args)
     else:
-        p.error("give spec files, or --compare BEFORE AFTER")
+        p.error("give spec files, or --compare RUN RUN ...")
 
 
 if __name__ == "__main__":
