@@ -316,7 +316,7 @@ _STAGE_TYPES: Registry[StageType] = Registry(
         "query_generation": "toolrerank_plugins.llm.query_generation:STAGE_TYPE",
         "qta_rewrite": "toolrerank_plugins.llm.qta:STAGE_TYPE",
         "iterative_feedback": "toolrerank_plugins.llm.feedback:STAGE_TYPE",
-        "usage_memory": "toolrerank_plugins.usage:STAGE_TYPE",
+        "usage_memory": "toolrerank_plugins.usage.stage:STAGE_TYPE",
     },
     plural="types",
     group=STAGE_ENTRY_POINTS,
