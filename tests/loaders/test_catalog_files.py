@@ -143,6 +143,14 @@ def test_openai_tool_lists_are_detected(tmp_path: Path, shape: Any) -> None:
     assert list(catalog["get_weather"].parameters["required"]) == ["city"]
 
 
+def test_function_schemas_without_parameters_are_openai_and_mcp_needs_its_schema_key(tmp_path: Path) -> None:
+    # `parameters` is optional for an OpenAI function; an MCP tool always has `inputSchema`
+    bare = _write(tmp_path / "functions.json", [{"name": "ping", "description": "Check the service is up"}])
+    assert detect_format(bare) == "openai" and load_catalog_file(bare).ids == ["ping"]
+    listed = _write(tmp_path / "listed.json", {"tools": [{"name": "ping"}]})  # a tools/list result, however thin
+    assert detect_format(listed) == "mcp" and load_catalog_file(listed).ids == ["ping"]
+
+
 def test_jsonl_files_and_folders_are_jsonl(tmp_path: Path) -> None:
     write_tools_jsonl(tiny_catalog(), tmp_path / "tools.jsonl")
     one = tmp_path / "one.jsonl"

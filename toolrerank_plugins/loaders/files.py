@@ -83,16 +83,18 @@ def _json_container(line: str) -> Any:
     return value if isinstance(value, (Mapping, list)) else None
 
 
-def _is_openai_entry(entry: Any) -> bool:
+def _is_openai_entry(entry: Any, *, bare: bool = True) -> bool:
+    """An OpenAI tool (``{"type": "function", ...}`` or ``{"function": {...}}``), or with ``bare`` a function
+    schema: a ``name`` and none of an MCP tool's schema keys (``parameters`` is optional in both)."""
     if not isinstance(entry, Mapping):
         return False
     if entry.get("type") == "function" or isinstance(entry.get("function"), Mapping):
         return True
-    return isinstance(entry.get("name"), str) and "parameters" in entry and not any(k in entry for k in _MCP_TOOL_KEYS)
+    return bare and isinstance(entry.get("name"), str) and not any(k in entry for k in _MCP_TOOL_KEYS)
 
 
 def _is_mcp_entry(entry: Any) -> bool:
-    return isinstance(entry, Mapping) and isinstance(entry.get("name"), str) and not _is_openai_entry(entry)
+    return isinstance(entry, Mapping) and isinstance(entry.get("name"), str) and not _is_openai_entry(entry, bare=False)
 
 
 def _keys(value: Mapping[Any, Any]) -> str:
@@ -133,11 +135,11 @@ def _kind_of(data: Any, syntax: str = "JSON") -> _Sniffed:
                 return _Sniffed(None, data, f"a JSON-RPC response holding {inner.found}")
         tools = data.get("tools")
         if isinstance(tools, list):
-            if tools and all(_is_openai_entry(t) for t in tools):
+            if tools and all(_is_openai_entry(t, bare=False) for t in tools):
                 return _Sniffed("openai", tools, f"an OpenAI request body with {len(tools)} tools")
             return _Sniffed("mcp", data, f"an MCP tools/list result ({len(tools)} tools)")
         functions = data.get("functions")
-        if isinstance(functions, list) and functions and all(_is_openai_entry(f) for f in functions):
+        if isinstance(functions, list) and functions and all(_is_openai_entry(f, bare=False) for f in functions):
             return _Sniffed("openai", functions, f"an OpenAI request body with {len(functions)} functions")
         if isinstance(data.get("id"), str) and isinstance(data.get("name"), str):
             return _Sniffed("jsonl", None, "a JSONL catalog record")
