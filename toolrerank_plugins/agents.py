@@ -111,6 +111,9 @@ class ToolSource(Protocol[T_co]):
 #: ``stage_scores`` key of a tool the selection added because the engine ranked too few: from the engine's
 #: dense retriever, by character n-gram overlap with the tool texts, or in catalog order (nothing matched)
 FALLBACK_DENSE, FALLBACK_PARTIAL, FALLBACK_CATALOG = "fallback_dense", "fallback_partial", "fallback_catalog"
+#: ``stage_scores`` key of a tool offered because the search itself failed (``fail_open=True``) and nothing is
+#: pinned: the catalog's first tools
+FALLBACK_FAILED = "fallback_search_failed"
 
 _WORD = re.compile(r"[^\W_]+")  # letter/digit runs: "get_balance" -> get, balance
 _MAX_DESCRIPTION_CHARS = 600  # as the default rendering: a long description adds grams, not matches
@@ -236,6 +239,13 @@ class BaseToolSelector(Generic[T]):
         name: the name a tool is called by.
         max_tools: most tools offered per request, pins included.
         always_include: tool names offered on every request, first (e.g. a "finish" or "ask user" tool).
+        always_include_servers: pins per server: every API whose parent tool
+            (:attr:`~toolrerank_plugins.records.ToolSpec.tool`: the MCP server of an MCP catalog, the service of
+            an OpenAPI one) is named here is offered on every request, after ``always_include``, in catalog order.
+        fail_open: when the search itself raises (an engine or LLM stage failure, a request the engine refuses),
+            offer the pinned tools instead of raising, or without pins the catalog's first tools: a selection
+            never offers nothing. The reason (:attr:`Ranking.reason`) names the error, which is logged at
+            WARNING. ``False`` (the default): the error propagates.
         builder: named in the error when a catalog API has no tool (how to build a selector that has all).
 
     Example:
@@ -246,6 +256,9 @@ class BaseToolSelector(Generic[T]):
         >>> selector = BaseToolSelector(engine, tools, name=str, max_tools=2, always_include=["login"])
         >>> selector.select("send an email message"), selector.select("send an email message", exclude=["send_email"])
         (['login', 'send_email'], ['login', 'delete_email'])
+        >>> by_server = BaseToolSelector(engine, tools, name=str, max_tools=3, always_include_servers=["SkyCast"])
+        >>> by_server.select("send an email message")
+        ['forecast', 'current_weather', 'send_email']
     """
 
     def __init__(
@@ -256,6 +269,8 @@ class BaseToolSelector(Generic[T]):
         name: Callable[[T], str],
         max_tools: int = 5,
         always_include: Iterable[str] = (),
+        always_include_servers: Iterable[str] = (),
+        fail_open: bool = False,
         builder: str = "BaseToolSelector",
     ) -> None:
         require_tools(engine.catalog.ids, tools, builder)
@@ -270,10 +285,22 @@ class BaseToolSelector(Generic[T]):
         unknown = [p for p in pins if p not in self.tools_by_name]
         if unknown:
             raise ValueError(f"always_include names unknown tools {unknown}; known: {sorted(self.tools_by_name)}")
+        servers = list(dict.fromkeys(always_include_servers))
+        known_servers = {spec.tool for spec in engine.catalog if spec.tool is not None}
+        missing = [s for s in servers if s not in known_servers]
+        if missing:
+            raise ValueError(f"always_include_servers names unknown servers {missing}; known: {sorted(known_servers)}")
+        wanted = set(servers)
+        pins += [name(self.tools_by_id[spec.id]) for spec in engine.catalog if spec.tool in wanted]
+        pins = list(dict.fromkeys(pins))
         if max_tools < max(1, len(pins)):
-            raise ValueError(f"max_tools={max_tools} must be >= 1 and >= the {len(pins)} always_include tools")
+            raise ValueError(
+                f"max_tools={max_tools} must be >= 1 and >= the {len(pins)} pinned tools (always_include and the "
+                "tools of always_include_servers)"
+            )
         self.max_tools = max_tools
-        self.pinned: list[T] = [self.tools_by_name[p] for p in dict.fromkeys(pins)]
+        self.pinned: list[T] = [self.tools_by_name[p] for p in pins]
+        self.fail_open = fail_open
         self._matcher: tuple[Catalog, PartialMatcher] | None = None
         self._matcher_lock = threading.Lock()
 
@@ -368,16 +395,44 @@ class BaseToolSelector(Generic[T]):
         """
         k = self._k(k)
         excluded = self._excluded_ids(exclude)
-        return self._fill(query, self.engine.search(query, top_k=k, exclude=excluded, llm=llm), k, excluded)
+        try:
+            return self._fill(query, self.engine.search(query, top_k=k, exclude=excluded, llm=llm), k, excluded)
+        except Exception as exc:
+            if not self.fail_open:
+                raise
+            return self._failed(query, exc, k, excluded)
 
     async def arank(self, query: str, k: int | None = None, *, exclude: Iterable[str] = (), llm: Any = None) -> Ranking:
         """Async twin of :meth:`rank` (same tools)."""
         k = self._k(k)
         excluded = self._excluded_ids(exclude)
-        found = await self.engine.asearch(query, top_k=k, exclude=excluded, llm=llm)
-        if self._short(found, k, excluded) <= 0:
-            return Ranking(found)
-        return await asyncio.to_thread(self._fill, query, found, k, excluded)  # may encode or build an index
+        try:
+            found = await self.engine.asearch(query, top_k=k, exclude=excluded, llm=llm)
+            if self._short(found, k, excluded) <= 0:
+                return Ranking(found)
+            return await asyncio.to_thread(self._fill, query, found, k, excluded)  # may encode or build an index
+        except Exception as exc:
+            if not self.fail_open:
+                raise
+            return self._failed(query, exc, k, excluded)
+
+    def _failed(self, query: str, exc: Exception, k: int, excluded: Sequence[str]) -> Ranking:
+        """Fail-open: the search raised, so the selection is the pinned tools, or without pins the catalog's
+        first ``k`` tools (never nothing while the catalog has tools that are not excluded)."""
+        error = f"{type(exc).__name__}: {exc}"[:300]
+        added: list[ScoredTool] = []
+        if not self.pinned:
+            catalog = self.engine.catalog
+            skip = set(excluded)
+            for tid in catalog.ids:
+                if len(added) >= k:
+                    break
+                if tid not in skip:
+                    added.append(ScoredTool(catalog[tid], 0.0, 0, {FALLBACK_FAILED: 0.0}))
+        what = "only the pinned tools are offered" if self.pinned else f"the catalog's first {len(added)} tools"
+        reason = f"the search failed ({error}); {what} (fail_open)"
+        logger.warning("tool selection for %.80r: %s", query, reason, exc_info=exc)
+        return Ranking(renumber(added), reason)
 
     def select_detailed(
         self, query: str, k: int | None = None, *, exclude: Iterable[str] = (), llm: Any = None

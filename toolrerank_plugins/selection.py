@@ -13,6 +13,11 @@ on) and decides, framework-neutrally, which tools each model call is offered:
   tools a tool-search call found in the episode are added to it. The selection is a small
   :class:`Selection` record that the framework keeps in its own state (``to_state`` / ``from_state``); its
   ``reason`` says why, when the engine ranked too few tools and a fallback filled the selection.
+* Cache-stable offers (:func:`stable_offer`, :class:`OfferLog`, ``ConversationToolSelector(stable=True)``):
+  within a conversation a tool once offered keeps its position and newly selected tools are appended, so the
+  tool block at the start of the prompt stays a prefix of the next turn's and a provider's prompt cache keeps
+  it. Every integration (LangChain middleware, LlamaIndex tool retriever, the MCP proxy, the provider
+  helpers, Pydantic AI) uses these; none orders tools itself.
 
 Adapters (``langchain_toolrerank.ToolRerankMiddleware``) only convert their messages into :class:`Turn` records
 and their tool lists; no framework is imported here.
@@ -38,7 +43,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -47,9 +54,130 @@ from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.llm._stage import LLMStage
 from toolrerank_plugins.records import replace_surrogates
 
+logger = logging.getLogger(__name__)
+
 T = TypeVar("T")
 
 Role = Literal["user", "assistant", "tool"]
+
+#: What a cache-stable offer does when appending the new tools would pass ``max_offered``: ``"restart"`` keeps,
+#: in their order, the offered tools the fresh selection still has (pins first) and appends the rest of it
+#: (the prefix changes: one cache miss, the fresh selection offered whole); ``"keep"`` keeps every offered
+#: tool and appends only as many new ones as fit (the prefix never changes; the selection's last tools wait).
+OnFull = Literal["restart", "keep"]
+
+
+@dataclass(frozen=True)
+class Offer:
+    """The tools offered on one turn of a conversation, in cache-stable order.
+
+    ``names``: every tool offered now, in order; ``added``: the ones appended on this turn; ``restarted``: the
+    offered list began again (``on_full="restart"``), so the previous turn's list is not a prefix of this one;
+    ``dropped``: selected tools left out because the list was full (``on_full="keep"``).
+    """
+
+    names: tuple[str, ...]
+    added: tuple[str, ...] = ()
+    restarted: bool = False
+    dropped: tuple[str, ...] = ()
+
+
+def stable_offer(
+    previous: Sequence[str],
+    selected: Sequence[str],
+    *,
+    max_offered: int | None = None,
+    on_full: OnFull = "restart",
+) -> Offer:
+    """The tools to offer now, given those offered before in the conversation and this turn's selection.
+
+    A tool offered before keeps its position; the selected tools not offered yet are appended in their
+    order (pins first, then rank order, as a selector returns them). The result depends on nothing else, so
+    the same conversation gives the same lists, byte for byte. ``max_offered`` bounds the list (``None``:
+    unbounded, as providers' deferred tool loading grows a conversation's tools); ``on_full`` says what
+    happens when the new tools do not fit (:data:`OnFull`).
+
+    Example:
+        >>> stable_offer(["login", "forecast"], ["login", "send_email", "forecast"]).names
+        ('login', 'forecast', 'send_email')
+        >>> offer = stable_offer(["login", "forecast", "geocode"], ["login", "send_email"], max_offered=3)
+        >>> offer.names, offer.restarted
+        (('login', 'send_email'), True)
+        >>> kept = stable_offer(["login", "forecast"], ["login", "send_email", "list_inbox"], max_offered=3,
+        ...                     on_full="keep")
+        >>> kept.names, kept.dropped
+        (('login', 'forecast', 'send_email'), ('list_inbox',))
+    """
+    if max_offered is not None and max_offered < 1:
+        raise ValueError(f"max_offered must be >= 1 or None, got {max_offered}")
+    if on_full not in ("restart", "keep"):
+        raise ValueError(f"on_full must be 'restart' or 'keep', got {on_full!r}")
+    before = list(dict.fromkeys(previous))
+    fresh = list(dict.fromkeys(selected))
+    seen = set(before)
+    new = [n for n in fresh if n not in seen]
+    if max_offered is None or len(before) + len(new) <= max_offered:
+        return Offer((*before, *new), tuple(new))
+    if on_full == "keep":
+        room = max(0, max_offered - len(before))
+        return Offer((*before, *new[:room]), tuple(new[:room]), dropped=tuple(new[room:]))
+    chosen = set(fresh[:max_offered])
+    kept = [n for n in before if n in chosen]
+    names = (*kept, *(n for n in fresh[:max_offered] if n not in seen))
+    return Offer(names, tuple(n for n in names if n not in seen), restarted=True)
+
+
+class OfferLog:
+    """The tools offered so far in one conversation, kept in cache-stable order (:func:`stable_offer`).
+
+    For integrations that keep a conversation's state themselves (the MCP proxy per client session, the
+    provider helpers, a LlamaIndex tool retriever per agent): :meth:`offer` takes a turn's selection and
+    returns the whole list to offer. Thread-safe.
+
+    Example:
+        >>> log = OfferLog(max_offered=4)
+        >>> log.offer(["login", "forecast"]).names
+        ('login', 'forecast')
+        >>> log.offer(["login", "send_email"]).names
+        ('login', 'forecast', 'send_email')
+        >>> log.names
+        ('login', 'forecast', 'send_email')
+    """
+
+    def __init__(self, *, max_offered: int | None = None, on_full: OnFull = "restart") -> None:
+        stable_offer((), (), max_offered=max_offered, on_full=on_full)  # checks the arguments
+        self.max_offered = max_offered
+        self.on_full: OnFull = on_full
+        self._names: tuple[str, ...] = ()
+        self._lock = threading.Lock()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every tool offered so far, in offer order."""
+        return self._names
+
+    def offer(self, selected: Sequence[str]) -> Offer:
+        """Record this turn's selection and return what to offer now."""
+        with self._lock:
+            result = stable_offer(self._names, selected, max_offered=self.max_offered, on_full=self.on_full)
+            self._names = result.names
+        if result.restarted:
+            logger.info("offered tools restart: %d offered, max_offered=%s", len(self._names), self.max_offered)
+        return result
+
+    def forget(self, names: Iterable[str]) -> None:
+        """Take tools out of the list (e.g. ones no longer in the catalog); the others keep their order."""
+        gone = set(names)
+        with self._lock:
+            self._names = tuple(n for n in self._names if n not in gone)
+
+    def reset(self) -> None:
+        """Begin a new conversation: nothing offered yet."""
+        with self._lock:
+            self._names = ()
+
+    def __repr__(self) -> str:
+        return f"OfferLog({len(self._names)} offered, max_offered={self.max_offered}, on_full={self.on_full!r})"
 
 
 @dataclass(frozen=True)
@@ -152,6 +280,28 @@ class ConversationToolSelector(Generic[T]):
         history_turns: earlier user/assistant turns added to the query (see :func:`conversation_query`).
         search_tool_name: the name of the tool-search tool whose results (:attr:`Turn.found`) add tools to the
             episode's selection; ``None``: no tool search.
+        stable: cache-stable offers across episodes: a new episode keeps the tools offered so far in the
+            conversation in their positions (tools a search found included) and appends its newly selected
+            ones (:func:`stable_offer`), instead of replacing the selection. ``False`` (the default): each
+            episode offers its own selection.
+        max_offered: with ``stable``, most tools offered in a conversation (``None``: unbounded; at least the
+            selector's ``max_tools``).
+        on_full: with ``stable``, what happens when a selection's new tools do not fit (:data:`OnFull`).
+
+    Example (cache-stable):
+        >>> from toolrerank_plugins.engine import Engine, EngineConfig
+        >>> from toolrerank_plugins.testing import tiny_catalog
+        >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+        >>> tools = {i: engine.catalog[i].name for i in engine.catalog.ids}
+        >>> selector = BaseToolSelector(engine, tools, name=str, max_tools=2)
+        >>> chooser = ConversationToolSelector(selector, history_turns=0, stable=True)
+        >>> turns = [Turn("user", "what is the weather forecast in Paris?")]
+        >>> offered, selection = chooser.select(turns)
+        >>> offered
+        ['forecast', 'current_weather']
+        >>> turns += [Turn("assistant", "Sunny."), Turn("user", "send an email message to my boss")]
+        >>> chooser.select(turns, selection)[0]  # the weather tools keep their places, the mail tools follow
+        ['forecast', 'current_weather', 'send_email', 'delete_email']
     """
 
     def __init__(
@@ -160,12 +310,21 @@ class ConversationToolSelector(Generic[T]):
         *,
         history_turns: int = 2,
         search_tool_name: str | None = "search_tools",
+        stable: bool = False,
+        max_offered: int | None = None,
+        on_full: OnFull = "restart",
     ) -> None:
         if history_turns < 0:
             raise ValueError(f"history_turns must be >= 0, got {history_turns}")
+        stable_offer((), (), max_offered=max_offered, on_full=on_full)  # checks the arguments
+        if max_offered is not None and max_offered < selector.max_tools:
+            raise ValueError(f"max_offered={max_offered} must be >= the selector's max_tools={selector.max_tools}")
         self.selector = selector
         self.history_turns = history_turns
         self.search_tool_name = search_tool_name
+        self.stable = stable
+        self.max_offered = max_offered
+        self.on_full: OnFull = on_full
 
     def episode(self, turns: Sequence[Turn]) -> tuple[str, str, list[str]]:
         """``(episode key, query, names found by tool searches in the episode)`` for the current turns."""
@@ -188,12 +347,21 @@ class ConversationToolSelector(Generic[T]):
                 chosen.setdefault(n, tool)
         return list(chosen.values())
 
-    def _selection(self, key: str, query: str, selected: Selected[T]) -> Selection:
-        return Selection(key, tuple(self.selector.tool_name(t) for t in selected.tools), query, selected.reason)
+    def _selection(self, key: str, query: str, selected: Selected[T], previous: Selection | None) -> Selection:
+        names = tuple(self.selector.tool_name(t) for t in selected.tools)
+        if self.stable and previous is not None:
+            names = stable_offer(previous.names, names, max_offered=self.max_offered, on_full=self.on_full).names
+        return Selection(key, names, query, selected.reason)
 
     def _reuse(self, turns: Sequence[Turn], previous: Selection | None) -> tuple[Selection | None, str, str, list[str]]:
         key, query, found = self.episode(turns)
-        return (previous if previous is not None and previous.episode == key else None), key, query, found
+        kept = previous if previous is not None and previous.episode == key else None
+        if kept is not None and self.stable and found:
+            # the tools a search found are offered from now on: they join the conversation's list, in place
+            names = stable_offer(kept.names, found, max_offered=self.max_offered, on_full=self.on_full).names
+            if names != kept.names:
+                kept = Selection(kept.episode, names, kept.query, kept.reason)
+        return kept, key, query, found
 
     def select(
         self, turns: Sequence[Turn], previous: Selection | None = None, *, llm: Any = None
@@ -205,7 +373,7 @@ class ConversationToolSelector(Generic[T]):
         """
         kept, key, query, found = self._reuse(turns, previous)
         if kept is None:
-            kept = self._selection(key, query, self.selector.select_detailed(query, llm=llm))
+            kept = self._selection(key, query, self.selector.select_detailed(query, llm=llm), previous)
         return self._offer(kept, found), kept
 
     async def aselect(
@@ -214,7 +382,7 @@ class ConversationToolSelector(Generic[T]):
         """Async twin of :meth:`select` (same tools)."""
         kept, key, query, found = self._reuse(turns, previous)
         if kept is None:
-            kept = self._selection(key, query, await self.selector.aselect_detailed(query, llm=llm))
+            kept = self._selection(key, query, await self.selector.aselect_detailed(query, llm=llm), previous)
         return self._offer(kept, found), kept
 
     def replace_catalog_tools(
