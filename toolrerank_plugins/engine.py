@@ -18,22 +18,29 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolrerank_plugins import _validate
 from toolrerank_plugins._call_llm import using_llm
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.config import EngineConfig, RetrieverName
 from toolrerank_plugins.encoders import Embedder
-from toolrerank_plugins.errors import CatalogError, ConfigError, ToolRerankError
+from toolrerank_plugins.errors import CatalogError, ConfigError, StaleStoreError, ToolRerankError
 from toolrerank_plugins.persistence import read_engine, version_dir, write_engine
 from toolrerank_plugins.records import ScoredTool, ToolSpec, renumber, replace_surrogates
 from toolrerank_plugins.render import render_tool
-from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, Hit, get_first_stage_type
+from toolrerank_plugins.retrieval.base import (
+    CatalogChange,
+    DocTransform,
+    FirstStage,
+    Hit,
+    StoreChanges,
+    get_first_stage_type,
+)
 from toolrerank_plugins.stages import QueryParts, Stage, StageContext, as_stage, build_stage
 
 if TYPE_CHECKING:
@@ -43,6 +50,8 @@ if TYPE_CHECKING:
     from toolrerank_plugins.retrieval.dense import DenseRetriever
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 __all__ = ["Engine", "EngineConfig", "RetrieverName", "SearchResult"]
 
@@ -77,6 +86,12 @@ def _finish(res: SearchResult, top_k: int, exclude: frozenset[str]) -> SearchRes
     res.results = res.results[:top_k]
     res.timings_ms["total"] = sum(res.timings_ms.values())
     return res
+
+
+def _replayable(items: Any) -> Any:
+    """``items`` as something a retried change can read again: an iterator becomes a list; anything else (a
+    list, a catalog, or a wrong type that the catalog's own checks name) is passed on as it is."""
+    return list(items) if isinstance(items, Iterator) else items
 
 
 def _compose(transforms: list[DocTransform]) -> DocTransform | None:
@@ -251,6 +266,7 @@ class Engine:
         #: An LLM for the LLM stages when none is registered under their ``llm`` name (set by the user).
         self.llm: Any = None
         self._write_lock = threading.Lock()
+        self._polled = 0.0  # when the shared store was last polled (time.monotonic())
         self._state = _Snapshot(catalog, first_stage, (), _EngineContext(self, catalog, first_stage))
 
     # -- construction ----------------------------------------------------------------------------
@@ -272,9 +288,15 @@ class Engine:
         config = config or EngineConfig()
         if len(catalog) == 0:
             raise ConfigError("cannot build an engine over an empty catalog; load or add at least one API")
-        first_stage = get_first_stage_type(config.retriever).make(config, embedder, resources)
+        empty = get_first_stage_type(config.retriever).make(config, embedder, resources)
         ids = catalog.ids
-        first_stage.index(ids, [render_tool(catalog[i], config.render) for i in ids], cache=embedding_cache)
+        first_stage = empty.begin_change()  # a shared store indexes inside a transaction: all or nothing
+        try:
+            first_stage.index(ids, [render_tool(catalog[i], config.render) for i in ids], cache=embedding_cache)
+            first_stage = empty.commit_change(first_stage, CatalogChange(catalog, added=tuple(ids)))
+        except BaseException:
+            empty.rollback_change(first_stage)
+            raise
         return cls.from_parts(catalog, config, first_stage, embedder=embedder)
 
     @classmethod
@@ -383,20 +405,44 @@ class Engine:
             first_stage.set_document_transform(transform)
         return _Snapshot(catalog, first_stage, tuple(stages), ctx, transform is not None)
 
-    def _apply(self, catalog: Catalog, change: Callable[[FirstStage], None]) -> None:
+    def _mutate(self, run: Callable[[], T]) -> T:
+        """``run()`` under the write lock. A backend over a shared store raises :class:`StaleStoreError` when
+        another process committed since this engine's snapshot: the engine then follows that change
+        (:meth:`refresh`) and runs the change again on the new snapshot (at most three times)."""
+        with self._write_lock:
+            for attempt in range(3):
+                try:
+                    return run()
+                except StaleStoreError:
+                    if attempt == 2:
+                        raise
+                    self._refresh_locked()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _apply(
+        self,
+        catalog: Catalog,
+        change: Callable[[FirstStage], None],
+        *,
+        added: Sequence[str] = (),
+        updated: Sequence[str] = (),
+        removed: Sequence[str] = (),
+    ) -> None:
         """Apply ``change`` to the first stage and publish it with the changed ``catalog``, all or nothing:
-        through the first stage's change contract (``begin_change``, then ``commit_change`` once the stages saw
-        the change, ``rollback_change`` on any error). Called with the write lock held."""
+        through the first stage's change contract (``begin_change``, then ``commit_change`` with what happened
+        to the catalog once the stages saw the change, ``rollback_change`` on any error). Called with the write
+        lock held."""
         current = self._state.first_stage
         first_stage = current.begin_change()
+        delta = CatalogChange(catalog, tuple(added), tuple(updated), tuple(removed))
         try:
             change(first_stage)
-            self._change(catalog, first_stage)
+            self._change(catalog, first_stage, delta)
         except BaseException:
             current.rollback_change(first_stage)
             raise
 
-    def _change(self, catalog: Catalog, first_stage: FirstStage) -> None:
+    def _change(self, catalog: Catalog, first_stage: FirstStage, delta: CatalogChange) -> None:
         """Publish the snapshot of a changed ``catalog`` and its changed ``first_stage`` (from
         ``begin_change``), committing the first stage's change last.
 
@@ -406,7 +452,7 @@ class Engine:
         first_stage = self._in_catalog_order(catalog, first_stage)
         stages = [copy.copy(s) for s in state.stages]
         new = self._indexed(state, catalog, first_stage, stages, first_stage_is_new=True)
-        published = state.first_stage.commit_change(new.first_stage)
+        published = state.first_stage.commit_change(new.first_stage, delta)
         if published is not new.first_stage:  # the backend publishes another object (e.g. a reader, not a writer)
             ctx = _EngineContext(self, catalog, published)
             new = _Snapshot(catalog, published, new.stages, ctx, new.transform_installed)
@@ -428,6 +474,63 @@ class Engine:
         if wrong:
             raise ConfigError(f"first stage part(s) {wrong} do not index the catalog's ids after re-indexing")
         return first_stage
+
+    # -- following a shared store --------------------------------------------------------------------
+    def refresh(self) -> bool:
+        """Follow what other processes committed to this engine's shared store (a database-backed first
+        stage): their added, updated and removed APIs become part of this engine's catalog and index, nothing is
+        re-encoded. Returns whether anything changed. In-memory engines never change this way (False).
+
+        Searches call it themselves at most every ``first_stage.poll_interval`` seconds; call it to see a
+        change at once."""
+        with self._write_lock:
+            return self._refresh_locked()
+
+    def _refresh_locked(self) -> bool:
+        state = self._state
+        changes = state.first_stage.poll_changes()
+        if changes is None:
+            return False
+        catalog = self._followed_catalog(state.catalog, changes)
+        texts = {s.id: self.render(s) for s in changes.upserted}
+        first_stage = self._in_catalog_order(catalog, state.first_stage.follow(changes, texts))
+        stages = [copy.copy(s) for s in state.stages]
+        self._state = self._indexed(state, catalog, first_stage, stages, first_stage_is_new=True)
+        return True
+
+    @staticmethod
+    def _followed_catalog(catalog: Catalog, changes: StoreChanges) -> Catalog:
+        new = catalog.copy()
+        if changes.removed:
+            new.remove([i for i in changes.removed if i in new])
+        known = set(new.ids)
+        updated = [s for s in changes.upserted if s.id in known]
+        added = [s for s in changes.upserted if s.id not in known]
+        if updated:
+            new.update(updated)
+        if added:
+            new.add(added)
+        if changes.edges is not None or changes.seen_tools is not None:
+            edges = list(changes.edges) if changes.edges is not None else new.edges
+            seen = changes.seen_tools if changes.seen_tools is not None else sorted(new.seen_tools)
+            new = Catalog(new, edges=edges, seen_tools=seen, source=new.source)
+        return new
+
+    def _poll(self) -> None:
+        """Before a search: follow other processes' commits when the first stage asks to be polled and its
+        interval has passed (one cheap query to the store)."""
+        interval = self._state.first_stage.poll_interval
+        if interval is None:
+            return
+        now = time.monotonic()
+        if now - self._polled < interval:
+            return
+        self._polled = now
+        if self._write_lock.acquire(blocking=False):  # a change in progress follows the store itself
+            try:
+                self._refresh_locked()
+            finally:
+                self._write_lock.release()
 
     @property
     def embedder(self) -> Embedder:
@@ -470,6 +573,7 @@ class Engine:
         """
         top_k = _validate.check_top_k(top_k)  # a plain int (numpy integers too)
         checked = _checked_queries(queries, top_k)
+        self._poll()
         state = self._state
         return self._retrieve(state.catalog, state.first_stage, checked, top_k)
 
@@ -551,6 +655,7 @@ class Engine:
         skip = self._excluded(exclude)
         if not queries:
             return []
+        self._poll()
         return self._search(self._state, queries, top_k, skip)
 
     def _search(self, state: _Snapshot, queries: list[str], top_k: int, skip: frozenset[str]) -> list[SearchResult]:
@@ -622,6 +727,8 @@ class Engine:
         skip = self._excluded(exclude)
         if not queries:
             return []
+        if self._state.first_stage.poll_interval is not None:
+            await asyncio.to_thread(self._poll)  # a query to the store: not on the event loop
         state = self._state
         if not any(s.native_async for s in state.stages):
             return await asyncio.to_thread(self._search, state, queries, top_k, skip)
@@ -752,26 +859,34 @@ class Engine:
             >>> engine.search("order a pizza", top_k=1)[0].id
             'Food/Pizza/order'
         """
-        with self._write_lock:
-            state = self._state
-            catalog = state.catalog.copy()
+        specs = _replayable(specs)
+
+        def run() -> None:
+            catalog = self._state.catalog.copy()
             added = catalog.add(specs)
             if not added:
                 return
-            self._apply(catalog, lambda fs: fs.add([s.id for s in added], [self.render(s) for s in added]))
+            ids = [s.id for s in added]
+            self._apply(catalog, lambda fs: fs.add(ids, [self.render(s) for s in added]), added=ids)
+
+        self._mutate(run)
 
     def update(self, specs: Iterable[ToolSpec]) -> None:
         """Replace APIs by id, keeping their positions; only the changed texts are re-encoded.
 
         All-or-nothing, like :meth:`add` (an unknown id is a :class:`~toolrerank_plugins.errors.CatalogError`).
         """
-        with self._write_lock:
-            state = self._state
-            catalog = state.catalog.copy()
+        specs = _replayable(specs)
+
+        def run() -> None:
+            catalog = self._state.catalog.copy()
             updated = catalog.update(specs)
             if not updated:
                 return
-            self._apply(catalog, lambda fs: fs.update([s.id for s in updated], [self.render(s) for s in updated]))
+            ids = [s.id for s in updated]
+            self._apply(catalog, lambda fs: fs.update(ids, [self.render(s) for s in updated]), updated=ids)
+
+        self._mutate(run)
 
     def remove(self, tool_ids: Iterable[str]) -> None:
         """Remove APIs by id (nothing is re-encoded).
@@ -780,15 +895,18 @@ class Engine:
         :class:`~toolrerank_plugins.errors.CatalogError`). Removing every API is allowed: searches then
         return no results, the empty engine saves and loads, and :meth:`add` fills it again.
         """
-        with self._write_lock:
-            state = self._state
-            catalog = state.catalog.copy()
+        tool_ids = _replayable(tool_ids)
+
+        def run() -> None:
+            catalog = self._state.catalog.copy()
             ids = catalog.remove(tool_ids)
             if not ids:
                 return
-            self._apply(catalog, lambda fs: fs.remove(ids))
+            self._apply(catalog, lambda fs: fs.remove(ids), removed=ids)
             if len(catalog) == 0:
                 logger.warning("engine catalog is now empty; searches return no results")
+
+        self._mutate(run)
 
     def sync(self, catalog: Catalog | Iterable[ToolSpec], *, tool: str | None = None) -> SyncReport:
         """Bring the engine in step with a fresh list of APIs: add the new ones, update the changed ones

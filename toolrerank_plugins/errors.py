@@ -40,3 +40,14 @@ class SaveError(PersistenceError, OSError):
     A :class:`PersistenceError` that is also an :class:`OSError` (``errno`` is the original one), so code that
     caught ``OSError`` from ``save`` keeps working. The previous save at the path is left as it was.
     """
+
+
+class StoreError(ToolRerankError):
+    """A shared store (a database a first stage keeps its index in) failed: unreachable after retries, or it
+    refused an operation. The message names the store and the cause; nothing committed is lost."""
+
+
+class StaleStoreError(StoreError):
+    """Another process committed to the shared store after this engine's snapshot: the change must be made on
+    the newer catalog. The engine handles it itself (it follows the other change and retries); you see it only
+    when the store keeps changing under three attempts in a row."""

@@ -113,6 +113,8 @@ def test_changes_go_through_begin_commit_rollback() -> None:
     store = SharedWordStore()
     cfg = EngineConfig(retriever="store_words", stages=[{"type": "test_fail_on_index_toggle"}])
     engine = Engine.build(tiny_catalog(), cfg, resources={"store": store})
+    assert store.log == ["begin", "commit"]  # the build indexes inside a transaction too
+    store.log.clear()
     pizza = ToolSpec(id="Food/Pizza/order", name="order_pizza", description="order a pizza")
     engine.add([pizza])
     assert store.log == ["begin", "commit"] and "Food/Pizza/order" in store.rows
@@ -193,3 +195,26 @@ def test_entry_points_are_listed_without_being_imported(tmp_path: Path, monkeypa
     site = _plugin_package(tmp_path / "site")
     monkeypatch.syspath_prepend(str(site))
     assert "ep_words" in known_first_stages() and "toolrerank_ep_plugin" not in sys.modules
+
+
+def test_an_engine_follows_what_another_engine_committed_to_the_store() -> None:
+    store = SharedWordStore()
+    cfg = EngineConfig(retriever="store_words", stages=[])
+    writer = Engine.build(tiny_catalog(), cfg, resources={"store": store})
+    # a worker that starts later: the catalog and the store as the writer left them, nothing indexed again
+    reader = Engine.from_parts(writer.catalog.copy(), cfg, STORE_WORDS_TYPE.make(cfg, None, {"store": store}))
+    reader.first_stage.version = store.version  # type: ignore[attr-defined]
+    pizza = ToolSpec(id="Food/Pizza/order", name="order_pizza", description="order a pizza")
+    writer.add([pizza])
+    writer.remove(["Weather/SkyCast/forecast"])
+    # the reader polls before its search (poll_interval 0): the two commits arrive as one change
+    assert reader.search("order a pizza", 1)[0].id == "Food/Pizza/order"
+    assert "Food/Pizza/order" in reader.catalog and "Weather/SkyCast/forecast" not in reader.catalog
+    assert not reader.refresh()  # nothing new
+    # a change made on an older snapshot is stale: the engine follows the store, then applies it again
+    writer.add([ToolSpec(id="Food/Pizza/track", name="track_pizza", description="track my pizza order")])
+    store.log.clear()
+    reader.update([ToolSpec(id="Food/Pizza/order", name="order_pizza", description="order a pizza or a calzone")])
+    assert store.log == ["begin", "stale", "begin", "commit"]
+    assert "Food/Pizza/track" in reader.catalog and store.specs["Food/Pizza/order"].description.endswith("calzone")
+    assert writer.search("calzone", 1)[0].id == "Food/Pizza/order"

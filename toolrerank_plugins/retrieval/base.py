@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     import numpy as np
     from pydantic import BaseModel
 
+    from toolrerank_plugins.catalog import Catalog
     from toolrerank_plugins.encoders import Embedder
+    from toolrerank_plugins.records import Edge, ToolSpec
 
 #: ids, raw embeddings -> embeddings actually indexed (e.g. TGR's graph convolution).
 DocTransform = Callable[[list[str], "np.ndarray"], "np.ndarray"]
@@ -43,6 +45,31 @@ class Hit(NamedTuple):
     id: str
     score: float
     scores: Mapping[str, float] = _NO_SCORES
+
+
+@dataclass(frozen=True)
+class CatalogChange:
+    """What one engine change did to the catalog, handed to :meth:`FirstStage.commit_change` so that a backend
+    over a shared store can write the API records (and the catalog's edges and seen marks) in the same
+    transaction as its index. ``catalog`` is the catalog after the change; the ids are in catalog order."""
+
+    catalog: Catalog
+    added: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StoreChanges:
+    """Changes another process committed to a shared store since this first stage's version (see
+    :meth:`FirstStage.poll_changes`): the APIs added or updated (their records, in catalog order), the ids
+    removed, and the catalog's edges and seen tools at ``version`` (None: unchanged)."""
+
+    version: int
+    upserted: tuple[ToolSpec, ...] = ()
+    removed: tuple[str, ...] = ()
+    edges: tuple[Edge, ...] | None = None
+    seen_tools: tuple[str, ...] | None = None
 
 
 def split_by_counts(items: Sequence[Any], counts: Sequence[int]) -> list[list[Any]]:
@@ -105,10 +132,12 @@ class FirstStage(ABC):
         ``set_document_transform``) while searches keep using ``self``. Default: :meth:`copy`."""
         return self.copy()
 
-    def commit_change(self, changed: FirstStage) -> FirstStage:
+    def commit_change(self, changed: FirstStage, change: CatalogChange | None = None) -> FirstStage:
         """Make ``changed`` (from :meth:`begin_change`) durable and return the first stage to publish; called
-        once the rest of the change (the catalog, the stages) succeeded. An error here undoes the whole change:
-        the engine then calls :meth:`rollback_change`. Default: nothing to commit, ``changed`` is published."""
+        once the rest of the change (the catalog, the stages) succeeded. ``change`` says what happened to the
+        catalog (a shared store writes those records in the same transaction). An error here undoes the whole
+        change: the engine then calls :meth:`rollback_change`. Default: nothing to commit, ``changed`` is
+        published."""
         return changed
 
     def rollback_change(self, changed: FirstStage) -> None:
@@ -119,6 +148,34 @@ class FirstStage(ABC):
     def close(self) -> None:
         """Release what this first stage holds open (connections, files). Default: nothing."""
         return None
+
+    # -- following a shared store ------------------------------------------------------------------
+    @property
+    def poll_interval(self) -> float | None:
+        """Seconds between the engine's checks for changes other processes made (:meth:`poll_changes`) before
+        a search; None (the default, in-memory backends): never."""
+        return None
+
+    def poll_changes(self) -> StoreChanges | None:
+        """What other processes committed to this first stage's shared store since its version, or None when
+        nothing changed (always, for in-memory backends). Must not change ``self``."""
+        return None
+
+    def follow(self, changes: StoreChanges, texts: Mapping[str, str]) -> FirstStage:
+        """A first stage at ``changes.version``: ``self`` with another process's committed change applied
+        locally, nothing written to the store. ``texts`` are the rendered texts of ``changes.upserted``.
+        Default (a local part of a hybrid over a store): :meth:`copy`, then remove, update and add."""
+        new = self.copy()
+        if changes.removed:
+            new.remove(list(changes.removed))
+        known = set(new.ids)
+        updated = [s.id for s in changes.upserted if s.id in known]
+        added = [s.id for s in changes.upserted if s.id not in known]
+        if updated:
+            new.update(updated, [texts[i] for i in updated])
+        if added:
+            new.add(added, [texts[i] for i in added])
+        return new
 
     def copy(self) -> FirstStage:
         """An independent copy: :meth:`index`, :meth:`add`, :meth:`update`, :meth:`remove` and

@@ -10,7 +10,15 @@ from pydantic import ConfigDict, Field, field_validator
 
 from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
 from toolrerank_plugins.errors import ConfigError
-from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit, get_first_stage_type
+from toolrerank_plugins.retrieval.base import (
+    CatalogChange,
+    DocTransform,
+    FirstStage,
+    FirstStageType,
+    Hit,
+    StoreChanges,
+    get_first_stage_type,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -230,10 +238,22 @@ class HybridRetriever(FirstStage):
     def begin_change(self) -> HybridRetriever:
         return HybridRetriever(self.config, parts={n: p.begin_change() for n, p in self._parts.items()})
 
-    def commit_change(self, changed: FirstStage) -> FirstStage:
+    def commit_change(self, changed: FirstStage, change: CatalogChange | None = None) -> FirstStage:
         assert isinstance(changed, HybridRetriever)
-        done = {n: self._parts[n].commit_change(p) for n, p in changed._parts.items()}
+        done = {n: self._parts[n].commit_change(p, change) for n, p in changed._parts.items()}
         return HybridRetriever(self.config, parts=done)
+
+    @property
+    def poll_interval(self) -> float | None:
+        intervals = [p.poll_interval for p in self._parts.values() if p.poll_interval is not None]
+        return min(intervals) if intervals else None
+
+    def poll_changes(self) -> StoreChanges | None:
+        # parts over one shared store report the same changes: the first that has any speaks for all
+        return next((c for p in self._parts.values() if (c := p.poll_changes()) is not None), None)
+
+    def follow(self, changes: StoreChanges, texts: Mapping[str, str]) -> FirstStage:
+        return HybridRetriever(self.config, parts={n: p.follow(changes, texts) for n, p in self._parts.items()})
 
     def rollback_change(self, changed: FirstStage) -> None:
         assert isinstance(changed, HybridRetriever)

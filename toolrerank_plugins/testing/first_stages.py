@@ -20,8 +20,9 @@ from typing import Any
 from pydantic import Field
 
 from toolrerank_plugins._compat import ConfigModel
-from toolrerank_plugins.errors import ConfigError
-from toolrerank_plugins.retrieval.base import FirstStage, FirstStageType, Hit
+from toolrerank_plugins.errors import ConfigError, StaleStoreError
+from toolrerank_plugins.records import ToolSpec
+from toolrerank_plugins.retrieval.base import CatalogChange, FirstStage, FirstStageType, Hit, StoreChanges
 
 
 class WordsConfig(ConfigModel):
@@ -108,13 +109,15 @@ def words_first_stage_type(name: str = "words") -> FirstStageType:
 
 
 class SharedWordStore:
-    """A stand-in for a database table shared by engines: committed rows (id -> text) in insertion order, a
-    version bumped by each commit, and a log of the change calls (``begin`` / ``commit`` / ``rollback``).
-    ``fail_commit`` makes the next commit raise (a lost connection, say)."""
+    """A stand-in for a database table shared by engines: committed rows (id -> text) and records (id -> ToolSpec)
+    in insertion order, a version bumped by each commit with what it changed, and a log of the change calls
+    (``begin`` / ``commit`` / ``rollback``). ``fail_commit`` makes the next commit raise (a lost connection)."""
 
     def __init__(self) -> None:
         self.rows: dict[str, str] = {}
+        self.specs: dict[str, ToolSpec] = {}
         self.version = 0
+        self.changes: list[tuple[int, tuple[str, ...], tuple[str, ...]]] = []  # (version, upserted, removed)
         self.log: list[str] = []
         self.fail_commit = False
         self.lock = threading.Lock()
@@ -122,13 +125,20 @@ class SharedWordStore:
 
 class StoreWordIndex(FirstStage):
     """A word-overlap first stage over a :class:`SharedWordStore`: a reader (``pending is None``) searches the
-    committed rows; a writer from :meth:`begin_change` holds its own pending rows until the commit."""
+    committed rows; a writer from :meth:`begin_change` holds its own pending rows until the commit. It follows
+    other engines' commits (``poll_interval`` seconds between checks; 0: before every search), and a writer that
+    began on an older version than the store's raises :class:`StaleStoreError` (the engine then follows and
+    retries). Unlike a database it has no snapshots: a reader sees the latest commit."""
 
     name = "store_words"
 
-    def __init__(self, store: SharedWordStore, pending: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, store: SharedWordStore, pending: dict[str, str] | None = None, *, version: int = 0, poll: float = 0.0
+    ) -> None:
         self.store = store
         self._pending = pending
+        self.version = version
+        self._poll = poll
 
     def _rows(self) -> dict[str, str]:
         return self._pending if self._pending is not None else self.store.rows
@@ -144,27 +154,66 @@ class StoreWordIndex(FirstStage):
 
     def begin_change(self) -> StoreWordIndex:
         self.store.log.append("begin")
-        return StoreWordIndex(self.store, dict(self.store.rows))
+        if self.store.version != self.version:
+            self.store.log.append("stale")
+            raise StaleStoreError(f"store at version {self.store.version}, this engine at {self.version}")
+        return StoreWordIndex(self.store, dict(self.store.rows), version=self.version, poll=self._poll)
 
-    def commit_change(self, changed: FirstStage) -> FirstStage:
+    def commit_change(self, changed: FirstStage, change: CatalogChange | None = None) -> FirstStage:
         assert isinstance(changed, StoreWordIndex) and changed._pending is not None
-        with self.store.lock:
-            if self.store.fail_commit:
-                self.store.fail_commit = False
+        store = self.store
+        with store.lock:
+            if store.fail_commit:
+                store.fail_commit = False
                 raise ConnectionError("the store went away during the commit")
-            self.store.rows = dict(changed._pending)
-            self.store.version += 1
-            self.store.log.append("commit")
-        return StoreWordIndex(self.store)
+            if store.version != self.version:
+                raise StaleStoreError(f"store at version {store.version}, this engine at {self.version}")
+            store.rows = dict(changed._pending)
+            store.version += 1
+            if change is not None:
+                upserted = (*change.added, *change.updated)
+                store.specs.update({i: change.catalog[i] for i in upserted})
+                for i in change.removed:
+                    store.specs.pop(i, None)
+                store.changes.append((store.version, upserted, change.removed))
+            store.log.append("commit")
+            return StoreWordIndex(store, version=store.version, poll=self._poll)
 
     def rollback_change(self, changed: FirstStage) -> None:
         self.store.log.append("rollback")
 
+    @property
+    def poll_interval(self) -> float | None:
+        return self._poll
+
+    def poll_changes(self) -> StoreChanges | None:
+        store = self.store
+        with store.lock:
+            if store.version == self.version:
+                return None
+            upserted: dict[str, None] = {}
+            removed: set[str] = set()
+            for version, ups, rems in store.changes:
+                if version > self.version:
+                    upserted.update(dict.fromkeys(ups))
+                    removed.update(rems)
+                    for i in ups:
+                        removed.discard(i)
+                    for i in rems:
+                        upserted.pop(i, None)
+            order = {i: n for n, i in enumerate(store.rows)}
+            specs = sorted((store.specs[i] for i in upserted if i in store.specs), key=lambda s: order[s.id])
+            return StoreChanges(store.version, tuple(specs), tuple(sorted(removed)))
+
+    def follow(self, changes: StoreChanges, texts: Mapping[str, str]) -> FirstStage:
+        return StoreWordIndex(self.store, version=changes.version, poll=self._poll)
+
     def copy(self) -> StoreWordIndex:
-        return StoreWordIndex(self.store, None if self._pending is None else dict(self._pending))
+        pending = None if self._pending is None else dict(self._pending)
+        return StoreWordIndex(self.store, pending, version=self.version, poll=self._poll)
 
     def index(self, ids: Sequence[str], texts: Sequence[str], *, cache: dict[str, Any] | None = None) -> None:
-        rows = self._writable() if self._pending is not None else self.store.rows
+        rows = self._writable()
         rows.clear()
         rows.update(zip(ids, texts))
 
@@ -191,7 +240,7 @@ class StoreWordIndex(FirstStage):
     def save(self, root: Path) -> None:
         # The rows live in the store: the engine folder only records which store version it was saved at.
         (root / self.name).mkdir()
-        (root / self.name / "store.json").write_text(json.dumps({"version": self.store.version}))
+        (root / self.name / "store.json").write_text(json.dumps({"version": self.version}))
 
     @classmethod
     def load(cls, root: Path, config: Any, *, embedder: Any = None) -> StoreWordIndex:
@@ -208,7 +257,9 @@ def _store(resources: Mapping[str, Any]) -> SharedWordStore:
 #: :class:`StoreWordIndex` as a plug-in that takes its store as a live resource.
 STORE_WORDS_TYPE = FirstStageType(
     build=lambda config, embedder, resources: StoreWordIndex(_store(resources)),
-    load=lambda root, config, embedder, resources: StoreWordIndex(_store(resources)),
+    load=lambda root, config, embedder, resources: StoreWordIndex(
+        _store(resources), version=json.loads((root / "store_words" / "store.json").read_text())["version"]
+    ),
     required_files=("store_words/store.json",),
     resources=True,
 )
