@@ -27,9 +27,11 @@ to the versioned layout.
 Why this is crash-safe (POSIX): a version is written completely into ``.tmp-*``, every file and folder is
 ``fsync``-ed, the folder is renamed to ``v-NNNNNN``, and only then ``current.json`` is replaced: written to a
 temporary file, ``fsync``-ed, ``os.replace``-d over the old pointer (``rename(2)`` is atomic) and the folder
-``fsync``-ed. A reader resolves the pointer once and reads that version, so a process killed at any instant,
-or a power loss, leaves ``path`` pointing at either the old or the new complete version. Old versions are
-deleted only after the new pointer is durable; a loader that loses that race re-reads the pointer and retries.
+``fsync``-ed. Every file, the pointer included, is written by the library's one atomic write helper
+(:mod:`toolrerank_plugins._atomic`); this module adds the directory-level commit. A reader resolves the pointer
+once and reads that version, so a process killed at any instant, or a power loss, leaves ``path`` pointing at
+either the old or the new complete version. Old versions are deleted only after the new pointer is durable; a
+loader that loses that race re-reads the pointer and retries.
 A first save into a missing ``path`` builds the whole directory as a hidden sibling (``.<name>.tmp-<pid>-<hex>``)
 and renames it into place, so ``path`` never exists half-written.
 
@@ -65,6 +67,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from toolrerank_plugins._atomic import fsync_dir, write_atomic
 from toolrerank_plugins._compat import check_config_value
 from toolrerank_plugins._version import FORMAT_VERSION, __version__
 from toolrerank_plugins.catalog import Catalog
@@ -129,27 +132,7 @@ class EngineParts:
     root: Path | None = None
 
 
-# -- durability helpers ----------------------------------------------------------------------------
-def _fsync_dir(path: Path) -> None:
-    if os.name != "posix":  # pragma: no cover - directories cannot be opened for fsync elsewhere
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:  # some file systems cannot fsync a directory; the data files are synced
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(fd)
-
-
-def _write_durable(path: Path, data: bytes) -> None:
-    with path.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
+# -- durability helpers (files are written by the one atomic write helper, _atomic.py) ---------------
 def _hash_and_sync(path: Path) -> str:
     """sha256 of a file, after flushing it to disk (savers we do not control wrote it)."""
     with path.open("rb") as fh:
@@ -164,7 +147,7 @@ def _sync_tree_dirs(root: Path) -> None:
     """fsync every folder under ``root``, deepest first, then ``root``."""
     dirs = sorted((p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()), key=lambda p: -len(p.parts))
     for d in [*dirs, root]:
-        _fsync_dir(d)
+        fsync_dir(d)
 
 
 # -- locks and stale temporaries -------------------------------------------------------------------
@@ -430,32 +413,28 @@ def _write_version(
         stage.save(d)
         if not any(d.iterdir()):  # a stage with nothing to save loads with path=None
             d.rmdir()
-    _write_durable(dest / "config.json", config_json)
+    write_atomic(dest / "config.json", config_json)
     files = {
         p.relative_to(dest).as_posix(): {"sha256": _hash_and_sync(p), "size": p.stat().st_size}
         for p in sorted(dest.rglob("*"))
         if p.is_file()
     }
-    _write_durable(dest / "manifest.json", json.dumps({"files": files}, indent=1).encode("utf-8"))
+    write_atomic(dest / "manifest.json", json.dumps({"files": files}, indent=1).encode("utf-8"))
     _sync_tree_dirs(dest)
 
 
 def _write_pointer(folder: Path, version: str) -> None:
-    """Atomically point ``folder/current.json`` at ``version`` (temp file + fsync + ``os.replace``); the
-    caller then fsyncs ``folder`` to make the switch durable."""
-    tmp = folder / f"{_TMP}current-{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        _write_durable(tmp, json.dumps({"library": LIBRARY, "current": version}).encode("utf-8"))
-        os.replace(tmp, folder / POINTER_FILE)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Atomically point ``folder/current.json`` at ``version`` (:func:`~toolrerank_plugins._atomic.write_atomic`:
+    temp file + fsync + ``os.replace``; its temporary is named like the save's, so the next save removes one
+    a killed writer left); the caller then fsyncs ``folder`` to make the switch durable."""
+    data = json.dumps({"library": LIBRARY, "current": version}).encode("utf-8")
+    write_atomic(folder / POINTER_FILE, data, tmp_prefix=f"{_TMP}current-", sync_folder=False)
 
 
 def _sync_committed(path: Path, folder: Path) -> None:
     """fsync ``folder`` after a commit; the new engine is already in place, so say that if it fails."""
     try:
-        _fsync_dir(folder)
+        fsync_dir(folder)
     except OSError as exc:
         err = SaveError(f"{path}: the engine was saved but flushing {folder} to disk failed ({exc})")
         err.errno = exc.errno
@@ -480,7 +459,7 @@ def _save_fresh(path: Path, parts: dict[str, Any]) -> bool:
         os.mkdir(tmp / version)
         _write_version(tmp / version, **parts)
         _write_pointer(tmp, version)
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         try:
             os.rename(tmp, path)  # the commit point: atomic; fails when something appeared at path meanwhile
         except OSError as exc:
@@ -521,11 +500,13 @@ def _save_version(path: Path, parts: dict[str, Any]) -> None:
             os.mkdir(tmp)
             _write_version(tmp, **parts)
             os.rename(tmp, final)
-            _fsync_dir(path)
+            fsync_dir(path)
             _write_pointer(path, final.name)  # the commit point
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             shutil.rmtree(final, ignore_errors=True)
+            if isinstance(exc, OSError):  # also a file's SaveError: say that the engine was not saved
+                raise _save_error(path, "writing failed", exc) from exc
             raise
         _sync_committed(path, path)
         # Committed and durable: the previous version (or the single-folder layout) can go.

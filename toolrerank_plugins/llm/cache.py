@@ -1,7 +1,8 @@
 """Record/replay cache of LLM answers on disk, keyed by a hash of the request, so runs repeat for free.
 
-One JSON file per request under ``<dir>/<key[:2]>/<key>.json`` (written atomically), holding the request
-and the answer, so a cache can be read, diffed and shared. Modes:
+One JSON file per request under ``<dir>/<key[:2]>/<key>.json`` (written atomically, through the library's one
+atomic write helper: an OS failure is a ``SaveError`` naming the file, and no temporary is left), holding the
+request and the answer, so a cache can be read, diffed and shared. Modes:
 
 - ``"auto"``: answer from the cache when present, else call the LLM and record.
 - ``"record"``: always call the LLM and (over)write the cache.
@@ -25,14 +26,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from toolrerank_plugins._atomic import write_atomic
 from toolrerank_plugins.llm.base import LLM, LLMError, Message, as_messages
 
 CacheMode = Literal["auto", "record", "replay"]
@@ -139,12 +139,12 @@ class CachedLLM:
         return answer if isinstance(answer, str) else None
 
     def _store(self, key: str, request: dict[str, Any], response: str) -> None:
+        """Write one entry through the atomic write helper (temporary file, fsync, ``os.replace``, removed on
+        any error); an OS failure is a :class:`~toolrerank_plugins.errors.SaveError` naming the file."""
         f = self._file(key)
         f.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=f.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"request": request, "response": response}, fh, ensure_ascii=False, indent=1)
-        os.replace(tmp, f)
+        text = json.dumps({"request": request, "response": response}, ensure_ascii=False, indent=1)
+        write_atomic(f, text)
 
     def _hit_or_miss(self, key: str) -> str | None:
         answer = self._lookup(key)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from toolrerank_plugins._atomic import atomic_open
 from toolrerank_plugins.usage.records import UsageLogError, UsageRecord
 
 try:  # POSIX advisory locks (several processes appending to one log); absent on Windows
@@ -87,7 +87,12 @@ def read_usage_log(
 
 
 def write_usage_log(records: Iterable[UsageRecord], path: str | Path) -> Path:
-    """Write ``records`` as a usage log (atomically: a temporary file replaces ``path``)."""
+    """Write ``records`` as a usage log (atomically: a temporary file replaces ``path``).
+
+    Raises:
+        UsageLogError: ``path`` holds a NUL byte.
+        SaveError: the OS refused the write (disk full, read-only folder); names the file, keeps the errno.
+    """
     path = Path(path)
     if "\0" in str(path):  # os calls would raise a bare ValueError
         raise UsageLogError(f"{str(path)!r}: cannot write the usage log there: a path cannot hold a NUL byte")
@@ -96,17 +101,9 @@ def write_usage_log(records: Iterable[UsageRecord], path: str | Path) -> Path:
 
 
 def _replace_file(path: Path, lines: Iterable[str]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for line in lines:
-                fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "w", encoding="utf-8") as fh:
+        for line in lines:
+            fh.write(line)
 
 
 class UsageRecorder:
@@ -183,8 +180,9 @@ class UsageRecorder:
     def forget(self, target: str | Iterable[str] | Callable[[UsageRecord], bool]) -> int:
         """Remove records by id (one or several) or by predicate; returns how many were removed.
 
-        The log is rewritten atomically (a temporary file replaces it), so a crash leaves the old or the new
-        log. Lines that are not valid records are kept as they are.
+        The log is rewritten atomically (the library's atomic write helper: a temporary file, fsync-ed,
+        replaces it), so a crash leaves the old or the new log; an OS failure (a full disk) is a ``SaveError``
+        naming the log, which is left as it was. Lines that are not valid records are kept as they are.
         """
         if callable(target):
             pred = target
