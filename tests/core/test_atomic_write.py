@@ -4,6 +4,7 @@ library's error naming the file with the OS's reason and errno."""
 
 from __future__ import annotations
 
+import ast
 import errno
 import os
 import stat
@@ -202,3 +203,98 @@ def test_a_file_past_the_size_limit_is_a_save_error_with_efbig_and_no_temporary(
     out = done.stdout.strip()
     assert out.startswith(f"SaveError {errno.EFBIG} {f}: cannot write the file: File too large (EFBIG)"), out
     assert f.read_bytes() == b"old" and _entries(tmp_path) == ["big.bin"]
+
+
+# -- every file the library writes goes through the helper ---------------------------------------------------
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "toolrerank_plugins"
+#: Writes that are not a whole file replaced: the usage log is append-only (one ``write`` of one line per
+#: record, several processes appending under a lock), so its appends cannot be a temp file + rename.
+APPENDS = {("toolrerank_plugins/usage/log.py", "append")}
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return "?"
+
+
+class _Writes(ast.NodeVisitor):
+    """Calls that write or replace a file: ``os.replace``, ``tempfile``, ``write_text`` / ``write_bytes``,
+    ``np.save`` / ``tofile`` / ``faiss.write_index`` and ``open`` (builtin, ``Path.open``, ``io.open``,
+    ``os.fdopen``) with a writing mode."""
+
+    def __init__(self, rel: str) -> None:
+        self.rel = rel
+        self.functions: list[str] = []
+        self.found: list[str] = []
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self.functions.append(node.name)
+        self.generic_visit(node)
+        self.functions.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = _dotted(node.func)
+        last = name.rsplit(".", 1)[-1]
+        what = None
+        if name in ("os.replace", "os.fdopen") or name.startswith("tempfile."):
+            what = name
+        elif last in ("write_text", "write_bytes", "tofile", "write_index", "savez", "savez_compressed") or (
+            last == "save" and name.split(".")[0] in ("np", "numpy")
+        ):
+            what = name
+        elif last == "open" and name != "os.open":
+            method = isinstance(node.func, ast.Attribute) and name not in ("io.open",)
+            args = node.args[0:1] if method else node.args[1:2]
+            modes = [a.value for a in args if isinstance(a, ast.Constant)]
+            modes += [k.value.value for k in node.keywords if k.arg == "mode" and isinstance(k.value, ast.Constant)]
+            if any(isinstance(m, str) and set(m) & set("wax+") for m in modes):
+                what = f"{name}({modes[0]!r})"
+        if what and (self.rel, self.functions[-1] if self.functions else "") not in APPENDS:
+            self.found.append(f"{self.rel}:{node.lineno}: {what}")
+        self.generic_visit(node)
+
+
+def test_no_module_but_the_helper_writes_or_replaces_files_itself() -> None:
+    found: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        visitor = _Writes(rel)
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
+        found += visitor.found
+    helper = [f for f in found if f.startswith("toolrerank_plugins/_atomic.py:")]
+    assert [f for f in found if f not in helper] == [], "write files through toolrerank_plugins._atomic"
+    # the helper itself replaces files and serialises arrays to a buffer, and does nothing else of the kind
+    assert sorted(f.split(": ", 1)[1] for f in helper) == ["np.save", "os.replace"], helper
+
+
+def test_the_source_check_sees_what_it_must_refuse(tmp_path: Path) -> None:
+    code = (
+        "import os, tempfile, numpy as np\n"
+        "def f(p):\n"
+        "    os.replace('a', 'b')\n"
+        "    fd, t = tempfile.mkstemp()\n"
+        "    p.write_text('x')\n"
+        "    np.save(p, [1])\n"
+        "    with open(p, 'w') as fh: pass\n"
+        "    with p.open('ab') as fh: pass\n"
+        "    with open(p) as fh: pass\n"  # reading: fine
+        "    with p.open(mode='r+') as fh: pass\n"
+        "    os.open(p, os.O_RDONLY)\n"  # flags, not a mode: lock files and folder fsyncs
+    )
+    visitor = _Writes("x.py")
+    visitor.visit(ast.parse(code))
+    assert [f.split(": ", 1)[1] for f in visitor.found] == [
+        "os.replace",
+        "tempfile.mkstemp",
+        "p.write_text",
+        "np.save",
+        "open('w')",
+        "p.open('ab')",
+        "p.open('r+')",
+    ]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -181,7 +182,7 @@ def test_the_report_is_printed_when_writing_it_fails_after_the_check(
     def disk_full(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(Path, "write_text", disk_full)
+    monkeypatch.setattr(os, "write", disk_full)  # every file the library writes goes through os.write
     out = tmp_path / "r.json"
     assert (
         main(["eval", "--catalog", str(bench_dir), "--pipeline", "bm25", "--batch-size", "0", "--output", str(out)])

@@ -24,7 +24,6 @@ import hashlib
 import json
 import math
 import os
-import pathlib
 import shutil
 import subprocess
 import sys
@@ -662,7 +661,7 @@ def _enospc(*args: object, **kwargs: object) -> Any:
 
 @pytest.mark.parametrize(
     ("target", "attr"),
-    [(os, "replace"), (os, "rename"), (os, "fsync"), (pathlib.Path, "write_text"), (np, "save")],
+    [(os, "replace"), (os, "rename"), (os, "fsync"), (os, "write"), (np, "save")],
 )
 def test_disk_full_is_a_save_error_and_keeps_the_previous_save(
     saved: tuple[Engine, Path], monkeypatch: pytest.MonkeyPatch, target: Any, attr: str

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toolrerank_plugins._atomic import write_atomic
 from toolrerank_plugins.cli._common import (
     add_format_argument,
     add_llm_arguments,
@@ -211,7 +212,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.output:
         text = json.dumps(report.to_dict(), indent=1, ensure_ascii=False)
         try:
-            Path(args.output).write_text(text, encoding="utf-8")
+            write_atomic(args.output, text)
         except (OSError, ValueError) as exc:  # changed since the check above: keep the report on stdout
             out(text)
             raise ToolRerankError(f"--output {args.output}: cannot write the report ({exc}); printed it above") from exc

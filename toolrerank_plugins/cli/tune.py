@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from toolrerank_plugins._atomic import write_atomic
 from toolrerank_plugins.cli._common import out
 from toolrerank_plugins.errors import ConfigError
 
@@ -50,7 +51,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     result["n_queries"] = len(queries)
     best = cfg.model_copy(update=result["params"]).model_dump(mode="json", exclude_none=True)
     result["stage_params"] = best
-    Path(args.out).write_text(json.dumps(result, indent=1), encoding="utf-8")
+    write_atomic(args.out, json.dumps(result, indent=1))
     out(f"best {result['metric']} = {100 * result['objective']:.2f} with {result['params']} ({result['seconds']}s)")
     out(f"wrote {args.out}")
     return 0

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from pydantic import ConfigDict, Field
 
+from toolrerank_plugins._atomic import write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins._optim import head_param_groups
@@ -330,7 +331,7 @@ class DependencyDiscriminator:
         self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
         meta = {"labels": list(LABELS), "max_length": self.max_length, "pair_format": "[doc a] [SEP] [doc b]"}
-        (path / "discriminator.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+        write_atomic(path / "discriminator.json", json.dumps(meta, indent=1))
         return path
 
     @classmethod

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from toolrerank_plugins._atomic import write_atomic
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.errors import ToolRerankError
@@ -218,10 +219,7 @@ class ToolGraph:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
-        tmp.replace(path)
-        return path
+        return write_atomic(path, json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")))
 
     @classmethod
     def load(cls, path: str | Path, *, catalog: Catalog | None = None) -> ToolGraph:

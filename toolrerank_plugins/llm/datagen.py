@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from toolrerank_plugins._atomic import atomic_open
 from toolrerank_plugins.llm.base import LLM, LLMError
 from toolrerank_plugins.llm.feedback import FeedbackConfig, FeedbackStage
 from toolrerank_plugins.llm.parsing import clip, parse_query_list, parse_rewrite
@@ -38,11 +39,11 @@ logger = logging.getLogger(__name__)
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
-    """Write rows as JSON lines (UTF-8); returns the count."""
+    """Write rows as JSON lines (UTF-8, atomically); returns the count."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     n = 0
-    with p.open("w", encoding="utf-8") as fh:
+    with atomic_open(p, "w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
             n += 1

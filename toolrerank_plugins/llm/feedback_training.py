@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolrerank_plugins._atomic import write_atomic
 from toolrerank_plugins._extras import require
 from toolrerank_plugins._version import __version__
 from toolrerank_plugins.catalog import Catalog
@@ -212,7 +213,8 @@ def train_feedback_retriever(
     out.mkdir(parents=True, exist_ok=True)
     model.save(str(out))
     counts = {t: len(v) for t, v in sorted(by_round.items())}
-    (out / FEEDBACK_MARKER).write_text(
+    write_atomic(
+        out / FEEDBACK_MARKER,
         json.dumps(
             {
                 "prefix_format": prefix_format,
@@ -225,6 +227,5 @@ def train_feedback_retriever(
             },
             indent=1,
         ),
-        encoding="utf-8",
     )
     return TrainReport(str(out), len(examples), counts, len(batches), time.perf_counter() - t0, losses)

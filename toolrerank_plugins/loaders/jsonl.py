@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from toolrerank_plugins._atomic import atomic_open
 from toolrerank_plugins.catalog import Catalog, build_spec, validate_spec
 from toolrerank_plugins.errors import CatalogError, ToolRerankError
 from toolrerank_plugins.loaders._read import parse_json, undecodable
@@ -75,7 +76,8 @@ def load_tools_jsonl(path: str | Path) -> list[ToolSpec]:
 
 
 def write_tools_jsonl(specs: Iterable[ToolSpec], path: str | Path) -> None:
-    with Path(path).open("w", encoding="utf-8") as fh:
+    """Write specs as ``tools.jsonl`` (atomically; an OS failure is a ``SaveError`` naming the file)."""
+    with atomic_open(path, "w", encoding="utf-8") as fh:
         for spec in specs:
             fh.write(json.dumps(spec.to_dict(), ensure_ascii=False) + "\n")
 
@@ -102,8 +104,8 @@ def load_edges(path: str | Path) -> list[Edge]:
 
 
 def write_edges(edges: Iterable[Edge], path: str | Path) -> None:
-    """Write edges as JSONL in the format :func:`load_edges` reads."""
-    with Path(path).open("w", encoding="utf-8") as fh:
+    """Write edges as JSONL in the format :func:`load_edges` reads (atomically, like :func:`write_tools_jsonl`)."""
+    with atomic_open(path, "w", encoding="utf-8") as fh:
         for e in edges:
             record = {"source": e.source, "target": e.target, "type": e.type, "origin": e.origin, "weight": e.weight}
             fh.write(json.dumps(record, allow_nan=False) + "\n")

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from toolrerank_plugins._atomic import write_atomic
 from toolrerank_plugins._version import __version__
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.encoders import Embedder
@@ -134,7 +135,7 @@ class QueryTypeClassifier:
             "threshold": self.threshold,
             "info": self.info,
         }
-        (folder / CLASSIFIER_FILE).write_text(json.dumps(data), encoding="utf-8")
+        write_atomic(folder / CLASSIFIER_FILE, json.dumps(data))
         return folder
 
     @classmethod

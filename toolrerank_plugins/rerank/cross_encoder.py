@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from toolrerank_plugins._atomic import write_atomic
 from toolrerank_plugins._extras import require
 from toolrerank_plugins._version import __version__
 from toolrerank_plugins.encoders import quiet_weight_loading
@@ -84,7 +85,7 @@ def write_reranker_meta(path: str | Path, *, seen_tools: Iterable[str] = (), **e
         **extra,
     }
     out = folder / RERANKER_META
-    out.write_text(json.dumps(meta, indent=1, ensure_ascii=False), encoding="utf-8")
+    write_atomic(out, json.dumps(meta, indent=1, ensure_ascii=False))
     return out
 
 

@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
+from toolrerank_plugins._atomic import write_atomic
 from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.records import LabelledQuery, ScoredTool, ToolSpec
@@ -326,7 +327,7 @@ class ToolRerankStage(Stage):
             "has_classifier": self.classifier is not None,
             "seen_tools_from_model": sorted(getattr(self.reranker, "seen_tools", ()) or ()),
         }
-        (path / "stage.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+        write_atomic(path / "stage.json", json.dumps(meta, indent=1))
 
 
 def _read_stage_meta(meta_file: Path) -> dict[str, Any]:

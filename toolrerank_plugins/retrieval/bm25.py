@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
+from toolrerank_plugins._atomic import write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.errors import PersistenceError
@@ -191,9 +192,7 @@ class BM25Retriever(FirstStage):
         path = root / self.name
         path.mkdir(parents=True, exist_ok=True)
         # Texts are stored (not a pickle of the model); loading re-indexes deterministically.
-        (path / "bm25.json").write_text(
-            json.dumps({"ids": self._ids, "texts": self._texts}, ensure_ascii=False), encoding="utf-8"
-        )
+        write_atomic(path / "bm25.json", json.dumps({"ids": self._ids, "texts": self._texts}, ensure_ascii=False))
 
     @classmethod
     def load(cls, root: Path, config: BM25Config, *, embedder: Any = None) -> BM25Retriever:

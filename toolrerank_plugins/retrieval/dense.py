@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy as _copy
 import hashlib
-import io
 import json
 import logging
 import threading
@@ -17,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ConfigDict, Field
 
+from toolrerank_plugins._atomic import npy_bytes, write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.encoders import Embedder, SentenceTransformerEmbedder
@@ -360,13 +360,11 @@ class DenseRetriever(FirstStage):
         faiss = require("faiss")
         path = root / self.name
         path.mkdir(parents=True, exist_ok=True)
-        _write_npy(path / "embeddings.npy", self._emb)
-        (path / "ids.json").write_text(json.dumps({"ids": self._ids, "text_keys": self._keys}), encoding="utf-8")
+        write_atomic(path / "embeddings.npy", npy_bytes(self._emb))
+        write_atomic(path / "ids.json", json.dumps({"ids": self._ids, "text_keys": self._keys}))
         if self._index is not None:
             _write_index(faiss, self._index, path / "faiss.index")
-        (path / "dense.json").write_text(
-            json.dumps({"model_id": self.embedder.model_id, "count": len(self._ids)}), encoding="utf-8"
-        )
+        write_atomic(path / "dense.json", json.dumps({"model_id": self.embedder.model_id, "count": len(self._ids)}))
 
     @classmethod
     def load(cls, root: Path, config: DenseConfig, *, embedder: Embedder | None = None) -> DenseRetriever:
@@ -440,8 +438,8 @@ def _read_json(file: Path) -> Any:
         raise PersistenceError(f"{file}: missing or corrupt dense index file ({exc})") from exc
 
 
-# Both binary files are built in memory and written through Python's file API, so that a full disk (or any
-# failed write) is an OSError with its errno and the OS's reason, which the save turns into a SaveError.
+# Both binary files are built in memory and written by the atomic write helper (os.write), so that a full disk
+# (or any failed write) is a SaveError with its errno and the OS's reason.
 def _write_index(faiss: Any, index: Any, file: Path) -> None:
     """Write a faiss index (the bytes ``faiss.write_index`` writes).
 
@@ -453,17 +451,7 @@ def _write_index(faiss: Any, index: Any, file: Path) -> None:
         data = faiss.serialize_index(index)  # a uint8 array
     except RuntimeError as exc:  # not the disk: an index faiss cannot serialise
         raise PersistenceError(f"{file}: faiss cannot serialise the index ({exc})") from exc
-    with file.open("wb") as fh:
-        fh.write(memoryview(data))
-
-
-def _write_npy(file: Path, array: np.ndarray) -> None:
-    """Write ``array`` as ``.npy`` (no pickle). ``np.save`` to a file writes with ``ndarray.tofile``, whose
-    failed write is an ``OSError`` with neither errno nor reason (``3840 requested and 992 written``)."""
-    buf = io.BytesIO()
-    np.save(buf, array, allow_pickle=False)
-    with file.open("wb") as fh:
-        fh.write(buf.getbuffer())
+    write_atomic(file, memoryview(data))
 
 
 def _check_batch(ids: Sequence[str], texts: Sequence[str]) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import Field
 
+from toolrerank_plugins._atomic import write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins.errors import ConfigError, StaleStoreError
 from toolrerank_plugins.records import ToolSpec
@@ -76,7 +77,7 @@ class WordSetIndex(FirstStage):
 
     def save(self, root: Path) -> None:
         (root / self.name).mkdir()
-        (root / self.name / "index.json").write_text(json.dumps({k: sorted(v) for k, v in self._docs.items()}))
+        write_atomic(root / self.name / "index.json", json.dumps({k: sorted(v) for k, v in self._docs.items()}))
 
     @classmethod
     def load(cls, root: Path, config: Any, *, embedder: Any = None) -> WordSetIndex:
@@ -240,7 +241,7 @@ class StoreWordIndex(FirstStage):
     def save(self, root: Path) -> None:
         # The rows live in the store: the engine folder only records which store version it was saved at.
         (root / self.name).mkdir()
-        (root / self.name / "store.json").write_text(json.dumps({"version": self.version}))
+        write_atomic(root / self.name / "store.json", json.dumps({"version": self.version}))
 
     @classmethod
     def load(cls, root: Path, config: Any, *, embedder: Any = None) -> StoreWordIndex:

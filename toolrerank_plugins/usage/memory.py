@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from toolrerank_plugins._atomic import npy_bytes, write_atomic
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.usage.config import UsageMemoryConfig
 from toolrerank_plugins.usage.records import UsageRecord
@@ -270,8 +271,8 @@ class UsageMemory:
                 for i, q, t, o, ts in zip(self.ids, self.texts, self.tools, self.order, self.ts)
             ],
         }
-        (folder / MEMORY_FILE).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-        np.save(folder / VECTORS_FILE, self.vectors, allow_pickle=False)
+        write_atomic(folder / MEMORY_FILE, json.dumps(meta, ensure_ascii=False))
+        write_atomic(folder / VECTORS_FILE, npy_bytes(self.vectors))
 
     @classmethod
     def load(cls, folder: Path) -> UsageMemory:

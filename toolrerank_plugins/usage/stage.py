@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from toolrerank_plugins._atomic import write_atomic
 from toolrerank_plugins.errors import PersistenceError
 from toolrerank_plugins.records import Edge, ScoredTool, renumber
 from toolrerank_plugins.rerank.intents import split_requests
@@ -304,7 +305,7 @@ class UsageMemoryStage(Stage):
         self.memory.save(path)
         if self.calibration is not None:
             data = {**self.calibration.to_dict(), "rankings_key": self._rankings_key, "rankings": self._rankings}
-            (path / CALIBRATION_FILE).write_text(json.dumps(data), encoding="utf-8")
+            write_atomic(path / CALIBRATION_FILE, json.dumps(data))
 
 
 def _build(config: UsageMemoryConfig, ctx: StageContext, path: Path | None) -> UsageMemoryStage:
