@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from toolrerank_plugins.cli import core, graph, learn, llm, train, tune
+from toolrerank_plugins.cli import core, graph, learn, llm, proxy, train, tune
 from toolrerank_plugins.errors import ToolRerankError
 
 #: Command groups in the order ``toolrerank --help`` lists them; each adds its commands with ``add_parser``.
-_GROUPS = (core, learn, train, tune, graph, llm)
+_GROUPS = (core, learn, train, tune, graph, llm, proxy)
 
 
 def build_parser() -> argparse.ArgumentParser:
