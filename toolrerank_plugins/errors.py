@@ -39,6 +39,9 @@ class SaveError(PersistenceError, OSError):
 
     A :class:`PersistenceError` that is also an :class:`OSError` (``errno`` is the original one), so code that
     caught ``OSError`` from ``save`` keeps working. The previous save at the path is left as it was.
+
+    Raised too for any other file the library writes (its one atomic write helper, ``_atomic.py``: the usage
+    log's rewrite, the LLM cache, the CLI's output files), naming the file; the file is left as it was.
     """
 
 
