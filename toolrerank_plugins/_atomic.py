@@ -7,7 +7,7 @@ which is flushed and ``fsync``-ed, then ``os.replace``-d over the target (``rena
 the old file or the new one), and the folder is ``fsync``-ed so that the rename itself survives a power loss.
 On any error — or an exception in the caller's ``with`` block — the temporary file is removed and an existing
 file at the target is left as it was. A file that is replaced keeps its permission bits; a new one gets
-``0o666`` less the umask, as ``open`` gives.
+``0o666`` less the umask, as ``open`` gives. A target that is a symbolic link is written where it points.
 
 Errors: an ``OSError`` (disk full, a file-size or quota limit, a read-only folder, a parent that is a file) is
 raised as ``error`` — :class:`~toolrerank_plugins.errors.SaveError` unless the caller chose another class —
@@ -124,6 +124,8 @@ def atomic_open(
     path = Path(path)
     if "\0" in str(path):  # os calls would raise a bare ValueError
         raise _as_error(error, f"{str(path)!r}: cannot write the file: a path cannot hold a NUL byte", None)
+    if path.is_symlink():  # write the file it points to (as open() would), not a file in the link's place
+        path = Path(os.path.realpath(path))
     prefix = f".{path.name}.tmp-" if tmp_prefix is None else tmp_prefix
     tmp = path.with_name(f"{prefix}{os.getpid()}-{secrets.token_hex(6)}")
     fd: int | None = None

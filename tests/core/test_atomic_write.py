@@ -56,6 +56,18 @@ def test_a_replaced_file_keeps_its_permission_bits_a_new_one_gets_the_umask(tmp_
     assert stat.S_IMODE((tmp_path / "fresh").stat().st_mode) == 0o666 & ~umask
 
 
+@pytest.mark.skipif(os.name != "posix", reason="symbolic links")
+def test_a_symbolic_link_is_written_where_it_points(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    real = tmp_path / "data" / "usage.jsonl"
+    real.write_text("old\n")
+    link = tmp_path / "usage.jsonl"
+    link.symlink_to(real)
+    write_atomic(link, "new\n")
+    assert link.is_symlink() and real.read_text() == "new\n"
+    assert _entries(tmp_path) == ["data", "usage.jsonl"] and _entries(tmp_path / "data") == ["usage.jsonl"]
+
+
 def _record_sync_and_replace(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """Record ("fsync", inode) and ("replace", inode of the file renamed) in order."""
     events: list[tuple[str, int]] = []
