@@ -282,6 +282,8 @@ class FirstStageType:
             The built-in ``dense`` / ``bm25`` / ``hybrid`` sections are fixed fields of the config instead.
         resources: ``build`` and ``load`` also take ``resources=``, the live objects the caller passed to
             ``Engine.build`` / ``Engine.load`` (a connection pool, a client), never stored in ``config.json``.
+        attach: for a backend over a shared store, ``attach(config, embedder, resources, version)`` opens what
+            the store holds at ``version`` (None: its latest) without a saved folder (a worker that starts later).
     """
 
     build: Callable[..., FirstStage]
@@ -289,6 +291,7 @@ class FirstStageType:
     required_files: tuple[str, ...] | Callable[[Any], Sequence[str]] = ()
     config_model: type[BaseModel] | None = None
     resources: bool = False
+    attach: Callable[..., FirstStage] | None = None
 
     def files(self, config: Any) -> list[str]:
         """The files a saved engine with ``config`` cannot do without."""
@@ -321,6 +324,8 @@ _FIRST_STAGES: Registry[FirstStageType] = Registry(
         "dense": "toolrerank_plugins.retrieval.dense:FIRST_STAGE_TYPE",
         "bm25": "toolrerank_plugins.retrieval.bm25:FIRST_STAGE_TYPE",
         "hybrid": "toolrerank_plugins.retrieval.hybrid:FIRST_STAGE_TYPE",
+        "pgvector": "toolrerank_plugins.retrieval.postgres:PGVECTOR_TYPE",
+        "pg_bm25": "toolrerank_plugins.retrieval.postgres:PG_BM25_TYPE",
     },
     group=FIRST_STAGE_ENTRY_POINTS,
 )

@@ -374,6 +374,21 @@ def _build(config: Any, embedder: Embedder | None, *, resources: Mapping[str, An
     return HybridRetriever(config.hybrid, parts=parts)
 
 
+def _attach(
+    config: Any, embedder: Embedder | None, resources: Mapping[str, Any] | None, version: int | None
+) -> HybridRetriever:
+    parts = {}
+    for name in config.hybrid.parts:
+        attach = get_first_stage_type(name).attach
+        if attach is None:
+            raise ConfigError(
+                f"hybrid part {name!r} keeps its index in this process only and cannot open a shared store; use parts "
+                "that keep theirs in the store (e.g. pgvector and pg_bm25)"
+            )
+        parts[name] = attach(config, embedder, resources, version)
+    return HybridRetriever(config.hybrid, parts=parts)
+
+
 def _files(config: Any) -> list[str]:
     return [f for n in config.hybrid.parts for f in get_first_stage_type(n).files(config)]
 
@@ -385,6 +400,7 @@ FIRST_STAGE_TYPE = FirstStageType(
     ),
     required_files=_files,
     resources=True,  # handed on to the parts that take them
+    attach=_attach,
 )
 
 
