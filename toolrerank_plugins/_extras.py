@@ -30,7 +30,7 @@ EXTRA_FOR_MODULE: dict[str, tuple[str, str]] = {
     "networkx": ("graph", "networkx"),
     "scipy": ("graph", "scipy"),
     "mcp": ("mcp", "mcp"),
-    "psycopg": ("postgres", "psycopg[binary]"),
+    "psycopg": ("postgres", "psycopg"),
     "psycopg_pool": ("postgres", "psycopg-pool"),
     "pgvector": ("postgres", "pgvector"),
     "yaml": ("openapi", "PyYAML"),

@@ -44,6 +44,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
+from toolrerank_plugins._atomic import write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.encoders import Embedder
@@ -653,7 +654,7 @@ class PgVectorRetriever(_StorePart, DenseRetriever):
     def save(self, root: Path) -> None:
         folder = root / self.name
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "store.json").write_text(json.dumps({"table": self.store.table, "version": self.version}))
+        write_atomic(folder / "store.json", json.dumps({"table": self.store.table, "version": self.version}))
 
     @classmethod
     def load(cls, root: Path, config: Any, *, embedder: Embedder | None = None) -> PgVectorRetriever:
@@ -774,7 +775,7 @@ class PgBM25Retriever(_StorePart, BM25Retriever):
     def save(self, root: Path) -> None:
         folder = root / self.name
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "store.json").write_text(json.dumps({"table": self.store.table, "version": self.version}))
+        write_atomic(folder / "store.json", json.dumps({"table": self.store.table, "version": self.version}))
 
     @classmethod
     def load(cls, root: Path, config: Any, *, embedder: Any = None) -> PgBM25Retriever:
