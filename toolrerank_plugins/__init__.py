@@ -25,7 +25,10 @@ from toolrerank_plugins.errors import (
     ConfigError,
     MissingExtraError,
     PersistenceError,
+    QueryError,
     SaveError,
+    StaleStoreError,
+    StoreError,
     ToolRerankError,
 )
 from toolrerank_plugins.loaders import (
@@ -81,7 +84,10 @@ __all__ = [
     "LabelledQuery",
     "MissingExtraError",
     "PersistenceError",
+    "QueryError",
     "SaveError",
+    "StaleStoreError",
+    "StoreError",
     "RenderConfig",
     "ScoredTool",
     "SearchResult",

@@ -192,20 +192,6 @@ def test_docs_name_no_machine_specific_paths() -> None:
     assert not found, "\n".join(found)
 
 
-@pytest.mark.model
-def test_the_readme_python_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("sentence_transformers")
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
-    assert blocks
-    monkeypatch.chdir(tmp_path)
-    printed = io.StringIO()
-    monkeypatch.setattr(sys, "stdout", printed)
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})  # noqa: S102
-    assert (tmp_path / "my_engine").is_dir() and printed.getvalue().count("\n") >= 5
-
-
 # -- issue 26: catalog files of every format, and the CLI's rough edges ---------------------------------------
 
 OPENAPI_DOC: dict[str, Any] = {
@@ -467,3 +453,17 @@ def test_demo_with_a_query_answers_it_without_the_evaluation(
     assert evaluated == []  # was: the 88-query evaluation after every --query
     assert main(["demo", "--pipeline", "bm25", "--query", "translate this", "--eval"]) == 0
     assert "Evaluation on the 88 labelled queries" in capsys.readouterr().out and evaluated == [1]
+
+
+def test_explain_says_why_a_prerequisite_was_inserted_and_what_each_score_means(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # was: an inserted prerequisite tied its dependant's score (0.6500 both) with no reason shown, and the stage
+    # scores' scales (and which fusion "hybrid" meant) were unsaid
+    assert main(["demo", "--pipeline", "hybrid+tgr", "--query", "change the e-mail address on my account"]) == 0
+    text = capsys.readouterr().out
+    assert "score scales" in text and "hybrid: reciprocal-rank fusion" in text and "tgr: " in text
+    why = re.search(r"why: inserted as a prerequisite of (\w+) \((\w+) edge", text)
+    assert why is not None and why.group(1) == "update_email", text
+    scores = [float(x) for x in re.findall(r"score=([\d.]+)", text)]
+    assert scores == sorted(scores, reverse=True) and len(set(scores[:3])) == 3  # no tie with its dependant

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_results(results: Any, explain: bool) -> None:
+def _print_results(results: Any, explain: bool, trace: Mapping[str, Any] | None = None) -> None:
+    inserted = _inserted(trace or {}, {r.id: r.tool.name for r in results})
     for r in results:
         t = r.tool
         where = " / ".join(x for x in (t.category, t.tool) if x)
@@ -84,8 +86,34 @@ def _print_results(results: Any, explain: bool) -> None:
         if explain:
             stages = ", ".join(f"{k}={v:.4f}" for k, v in r.stage_scores.items())
             out(f"       stages: {stages}")
+            if r.id in inserted:
+                out(f"       why: {inserted[r.id]}")
             if t.description:
                 out(f"       {t.description[:160]}")
+
+
+def _inserted(trace: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, str]:
+    """Why a stage put a result where it is, by id: the prerequisites the graph stage inserted (its trace's
+    ``expanded``), each with the result it serves and the kind of edge."""
+    why: dict[str, str] = {}
+    for stage_trace in trace.values():
+        if not isinstance(stage_trace, Mapping):
+            continue
+        for entry in stage_trace.get("expanded") or ():
+            if isinstance(entry, Mapping) and entry.get("id") in names:
+                dep = str(entry.get("prerequisite_of"))
+                why[entry["id"]] = (
+                    f"inserted as a prerequisite of {names.get(dep, dep)} ({entry.get('origin', '?')} edge, "
+                    f"weight {entry.get('weight', '?')}); its score sits between its neighbours'"
+                )
+    return why
+
+
+def _print_scales(engine: Any) -> None:
+    """What each stage score means (they are on different scales), once per run."""
+    out("  score scales (stages score on different scales; a result's score is its last stage's):")
+    for key, scale in engine.score_scales().items():
+        out(f"    {key}: {scale}")
 
 
 def _load_engine(path: str) -> Any:
@@ -133,10 +161,12 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         data = res.to_dict()
         data["setup_ms"] = {"load": load_ms, "warm_up": warm_ms}
+        data["score_scales"] = engine.score_scales()
         out(json.dumps(data, indent=2, ensure_ascii=False))
         return 0
-    _print_results(res.results, args.explain)
+    _print_results(res.results, args.explain, res.trace)
     if args.explain:
+        _print_scales(engine)
         for stage, trace in res.trace.items():
             if trace:
                 out(f"  [{stage}] " + json.dumps(trace, ensure_ascii=False, default=str)[:400])
@@ -234,11 +264,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     t = time.perf_counter()
     engine = Engine.build(catalog, engine_config(args))
-    out(f"Built {engine!r} in {time.perf_counter() - t:.1f}s\n")
+    out(f"Built {engine!r} in {time.perf_counter() - t:.1f}s")
+    _print_scales(engine)
+    out("")
     for q in args.query or DEMO_QUERIES:
         out(f"Query: {q}")
         res = engine.search_detailed(q, top_k=args.top_k)
-        _print_results(res.results, explain=True)
+        _print_results(res.results, explain=True, trace=res.trace)
         out("")
     if args.query and not args.eval:  # your own queries: answered, nothing else (the evaluation takes minutes)
         return 0
