@@ -56,10 +56,7 @@ OPTIONAL = {
 }
 #: pages other people own whose snippets do not run yet: the reason, until the page is fixed (strict xfail,
 #: so a fixed page fails here until its entry is removed)
-KNOWN_BROKEN: dict[str, str] = {
-    "docs/catalog.md": "the MCP block starts mcp-server-git with --repository . : outside a git repository (an "
-    "empty folder) the server exits and the session fails with 'Connection closed'",
-}
+KNOWN_BROKEN: dict[str, str] = {}
 
 _FENCE = re.compile(r"^```(\S*)\s*$")
 _SKIP = re.compile(r"^<!--\s*snippet:\s*skip\s+(?P<reason>\S.*?)\s*-->\s*$")
