@@ -114,6 +114,8 @@ FALLBACK_DENSE, FALLBACK_PARTIAL, FALLBACK_CATALOG = "fallback_dense", "fallback
 #: ``stage_scores`` key of a tool offered because the search itself failed (``fail_open=True``) and nothing is
 #: pinned: the catalog's first tools
 FALLBACK_FAILED = "fallback_search_failed"
+#: ``stage_scores`` key of a pinned tool in :meth:`BaseToolSelector.rank_selection` (offered whatever the request)
+PINNED = "pinned"
 
 _WORD = re.compile(r"[^\W_]+")  # letter/digit runs: "get_balance" -> get, balance
 _MAX_DESCRIPTION_CHARS = 600  # as the default rendering: a long description adds grams, not matches
@@ -447,6 +449,38 @@ class BaseToolSelector(Generic[T]):
         """Async twin of :meth:`select_detailed`."""
         ranking = await self.arank(query, k, exclude=exclude, llm=llm)
         return Selected(self._merge(ranking.results, self._k(k)), ranking)
+
+    def _as_ranking(self, ranking: Ranking, k: int | None) -> Ranking:
+        pinned_ids = [self._ids_by_name[self.tool_name(t)][0] for t in self.pinned]
+        catalog = self.engine.catalog
+        pins = [ScoredTool(catalog[i], 1.0, 0, {PINNED: 1.0}) for i in pinned_ids if i in catalog]
+        names = {self.tool_name(t) for t in self.pinned}
+        rest = [st for st in ranking.results if self.tool_name(self.tools_by_id[st.tool.id]) not in names]
+        return Ranking(renumber([*pins, *rest][: self._k(k)]), ranking.reason)
+
+    def rank_selection(
+        self, query: str, k: int | None = None, *, exclude: Iterable[str] = (), llm: Any = None
+    ) -> Ranking:
+        """What :meth:`select` offers, as a :class:`Ranking`: the pinned tools first (stage score
+        :data:`PINNED`), then the ranked ones, ``min(k, max_tools)`` in all. Without pins, :meth:`rank`'s.
+
+        Example:
+            >>> from toolrerank_plugins.engine import EngineConfig
+            >>> from toolrerank_plugins.testing import tiny_catalog
+            >>> engine = Engine.build(tiny_catalog(), EngineConfig(retriever="bm25"))
+            >>> selector = BaseToolSelector(engine, {i: i for i in engine.catalog.ids}, name=str, max_tools=2,
+            ...                             always_include=["Auth/Keyring/login"])
+            >>> ranking = selector.rank_selection("send an email message")
+            >>> [(st.tool.name, dict(st.stage_scores).get("pinned")) for st in ranking.results]
+            [('login', 1.0), ('send_email', None)]
+        """
+        return self._as_ranking(self.rank(query, k, exclude=exclude, llm=llm), k)
+
+    async def arank_selection(
+        self, query: str, k: int | None = None, *, exclude: Iterable[str] = (), llm: Any = None
+    ) -> Ranking:
+        """Async twin of :meth:`rank_selection`."""
+        return self._as_ranking(await self.arank(query, k, exclude=exclude, llm=llm), k)
 
     def select(self, query: str, k: int | None = None, *, exclude: Iterable[str] = (), llm: Any = None) -> list[T]:
         """The pinned tools, then the best-ranked others, ``min(k, max_tools)`` in all.

@@ -49,10 +49,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from toolrerank_plugins.agents import BaseToolSelector, Selected
+from toolrerank_plugins.agents import BaseToolSelector, Ranking, Selected
+from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.llm._stage import LLMStage
-from toolrerank_plugins.records import replace_surrogates
+from toolrerank_plugins.records import ScoredTool, renumber, replace_surrogates
 
 logger = logging.getLogger(__name__)
 
@@ -264,6 +265,36 @@ class Selection:
             return None
         reason = data.get("reason")  # absent in a state saved before reasons were recorded
         return cls(episode, tuple(names), query, reason if isinstance(reason, str) else None)
+
+
+#: ``stage_scores`` key of a tool :func:`stable_ranking` keeps from an earlier turn (this turn did not rank it)
+OFFERED_BEFORE = "offered_before"
+
+
+def stable_ranking(log: OfferLog, ranking: Ranking, catalog: Catalog) -> Ranking:
+    """A turn's ranking in the conversation's cache-stable order (``log`` holds catalog ids): the tools offered
+    before keep their positions, this turn's new ones are appended; a tool kept from an earlier turn that this
+    one did not rank has score 0 and the stage score :data:`OFFERED_BEFORE`.
+
+    Example:
+        >>> from toolrerank_plugins.records import ScoredTool
+        >>> from toolrerank_plugins.testing import tiny_catalog
+        >>> catalog, log = tiny_catalog(), OfferLog()
+        >>> first = Ranking([ScoredTool(catalog["Weather/SkyCast/forecast"], 0.9, 1)])
+        >>> [st.tool.name for st in stable_ranking(log, first, catalog).results]
+        ['forecast']
+        >>> second = Ranking([ScoredTool(catalog["Mail/PostBox/send_email"], 0.8, 1)])
+        >>> [(st.tool.name, st.rank) for st in stable_ranking(log, second, catalog).results]
+        [('forecast', 1), ('send_email', 2)]
+    """
+    by_id = {st.tool.id: st for st in ranking.results}
+    offer = log.offer([st.tool.id for st in ranking.results])
+    out = [
+        by_id[i] if i in by_id else ScoredTool(catalog[i], 0.0, 0, {OFFERED_BEFORE: 0.0})
+        for i in offer.names
+        if i in by_id or i in catalog
+    ]
+    return Ranking(renumber(out), ranking.reason)
 
 
 def uses_llm(engine: Engine) -> bool:

@@ -210,3 +210,13 @@ def test_tools_a_search_found_join_the_stable_list_in_place(engine: Engine) -> N
     turns += [Turn("assistant", "ok"), Turn("user", "send an email message to my boss")]
     third, _ = chooser.select(turns, selection)
     assert third[:3] == second and "send_email" in third[3:]
+
+
+def test_rank_selection_is_select_as_a_ranking_and_its_async_twin_agrees(engine: Engine) -> None:
+    selector = _selector(engine, max_tools=3, always_include=["login"])
+    ranking = selector.rank_selection("send an email message")
+    assert [st.tool.name for st in ranking.results] == selector.select("send an email message")
+    assert ranking.results[0].stage_scores == {"pinned": 1.0} and [st.rank for st in ranking.results] == [1, 2, 3]
+    assert asyncio.run(selector.arank_selection("send an email message")) == ranking
+    plain = _selector(engine, max_tools=3)
+    assert plain.rank_selection("send an email message") == plain.rank("send an email message")

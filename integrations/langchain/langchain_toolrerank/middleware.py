@@ -25,7 +25,7 @@ from langchain_toolrerank.tools import ToolSelector
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.interop import engine_for_tools
-from toolrerank_plugins.selection import ConversationToolSelector, Selection, uses_llm
+from toolrerank_plugins.selection import ConversationToolSelector, OnFull, Selection, uses_llm
 
 #: The agent-state key holding the current episode's selection.
 STATE_KEY = "toolrerank_selection"
@@ -73,6 +73,16 @@ class ToolRerankMiddleware(AgentMiddleware[ToolRerankState, Any, Any]):
         search_k: how many tools one search finds.
         llm: the model for the engine's LLM stages (a chat model, or an LLM port); default the agent's.
         use_agent_model: without ``llm``, run the LLM stages on the agent's model (False: the registered LLM).
+        always_include_servers: servers (catalog parent tools, e.g. the MCP server of a tool loaded with
+            ``langchain_toolrerank.mcp``) whose every tool is offered on every model call.
+        fail_open: when the search fails (an engine or LLM stage error), offer the pinned tools, or without
+            pins the catalog's first ones, instead of failing the agent run; the reason is logged.
+        stable: cache-stable offers: within a conversation (the agent's thread) a tool once offered keeps its
+            position and a new user message's tools are appended, so the tool block stays a prefix of the next
+            prompt (``ConversationToolSelector(stable=True)``).
+        max_offered: with ``stable``, most catalog tools offered at once (``None``: unbounded).
+        on_full: with ``stable``, ``"restart"`` or ``"keep"`` when a selection does not fit
+            (:data:`toolrerank_plugins.selection.OnFull`).
 
     Example:
         >>> from langchain.agents import create_agent
@@ -111,15 +121,30 @@ class ToolRerankMiddleware(AgentMiddleware[ToolRerankState, Any, Any]):
         search_k: int = 3,
         llm: Any = None,
         use_agent_model: bool = True,
+        always_include_servers: Iterable[str] = (),
+        fail_open: bool = True,
+        stable: bool = False,
+        max_offered: int | None = None,
+        on_full: OnFull = "restart",
     ) -> None:
         super().__init__()
-        self.selector = ToolSelector(engine, tools, max_tools=max_tools, always_include=always_include)
+        self.selector = ToolSelector(
+            engine,
+            tools,
+            max_tools=max_tools,
+            always_include=always_include,
+            always_include_servers=always_include_servers,
+            fail_open=fail_open,
+        )
         self.llm = ChatModelLLM(llm, config=_internal("toolrerank")) if isinstance(llm, BaseChatModel) else llm
         self.use_agent_model = use_agent_model
         self.chooser = ConversationToolSelector(
             self.selector,
             history_turns=history_turns,
             search_tool_name=search_tool_name if include_search_tool else None,
+            stable=stable,
+            max_offered=max_offered,
+            on_full=on_full,
         )
         self.search_tool = (
             self.selector.search_tool(name=search_tool_name, k=search_k, llm=self.llm) if include_search_tool else None

@@ -29,6 +29,10 @@ class ToolSelector(BaseToolSelector[BaseTool]):
             the id, as :meth:`from_tools` builds it).
         max_tools: most tools bound per request, pins included.
         always_include: tool names bound on every request, first (e.g. a "finish" or "ask user" tool).
+        always_include_servers: servers (catalog parent tools, e.g. an MCP server) whose every tool is bound on
+            every request.
+        fail_open: when the search fails, bind the pinned tools instead of raising (the core's
+            ``BaseToolSelector``).
 
     Example:
         >>> from langchain_core.tools import tool
@@ -53,6 +57,8 @@ class ToolSelector(BaseToolSelector[BaseTool]):
         *,
         max_tools: int = 5,
         always_include: Iterable[str | BaseTool] = (),
+        always_include_servers: Iterable[str] = (),
+        fail_open: bool = False,
     ) -> None:
         super().__init__(
             engine,
@@ -60,6 +66,8 @@ class ToolSelector(BaseToolSelector[BaseTool]):
             name=attrgetter("name"),
             max_tools=max_tools,
             always_include=[p if isinstance(p, str) else p.name for p in always_include],
+            always_include_servers=always_include_servers,
+            fail_open=fail_open,
             builder="ToolSelector.from_tools",
         )
 

@@ -20,6 +20,7 @@ from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.interop import TOOL_ID, engine_for_tools, lookup_first, tools_for_engine
 from toolrerank_plugins.records import ScoredTool
+from toolrerank_plugins.selection import OfferLog, OnFull, stable_ranking
 
 T = TypeVar("T")
 
@@ -86,8 +87,18 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
     Args:
         engine: engine over the tools' catalog.
         tools: the tools keyed by catalog id (a sequence is keyed by tool name, which is then the id).
-        similarity_top_k: how many tools to offer per request.
+        similarity_top_k: how many tools to offer per request, pins included.
         llm: a separate (e.g. cheaper) LLM for the LLM stages: a LlamaIndex ``LLM`` or an LLM port.
+        always_include: tool names offered on every request, first (pins per tool).
+        always_include_servers: servers (catalog parent tools, e.g. an MCP server) whose every tool is offered
+            on every request (pins per server).
+        fail_open: when the search fails, offer the pinned tools (or the catalog's first ones) instead of
+            failing the agent's step; the nodes' ``selection_reason`` says why.
+        stable: cache-stable offers: a request's tools are appended to the tools this retriever offered
+            before, which keep their positions (one conversation per retriever; :meth:`new_conversation`
+            starts another); tool-name lookups are unaffected.
+        max_offered: with ``stable``, most tools offered at once (``None``: unbounded).
+        on_full: with ``stable``, ``"restart"`` or ``"keep"`` when a request's tools do not fit.
 
     Example:
         >>> from llama_index.core.tools import FunctionTool
@@ -110,17 +121,30 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
         *,
         similarity_top_k: int = 5,
         llm: Any = None,
+        always_include: Sequence[str] = (),
+        always_include_servers: Sequence[str] = (),
+        fail_open: bool = True,
+        stable: bool = False,
+        max_offered: int | None = None,
+        on_full: OnFull = "restart",
     ) -> None:
         by_id = dict(tools) if isinstance(tools, Mapping) else {t.metadata.name or "": t for t in tools}
         retriever = ToolRerankRetriever(engine, similarity_top_k)  # checks similarity_top_k
-        #: the core's selection (engine search, and the fallback when the engine ranks too few tools)
+        #: the core's selection (engine search, pins, fail-open, and the fallback when the engine ranks too few)
         self.selector: BaseToolSelector[BaseTool] = BaseToolSelector(
             engine,
             by_id,
             name=_tool_name,
             max_tools=retriever.similarity_top_k,
+            always_include=always_include,
+            always_include_servers=always_include_servers,
+            fail_open=fail_open,
             builder="ToolRerankToolRetriever.from_tools",
         )
+        if max_offered is not None and max_offered < retriever.similarity_top_k:
+            raise ValueError(f"max_offered={max_offered} must be >= similarity_top_k={retriever.similarity_top_k}")
+        #: the conversation's offered tools in cache-stable order (``stable=True``), else None
+        self.offers: OfferLog | None = OfferLog(max_offered=max_offered, on_full=on_full) if stable else None
         self.engine = engine
         self.tools_by_name: dict[str, BaseTool] = {t.metadata.name or "": t for t in by_id.values()}
         self._ids_by_name = {_tool_name(t): tid for tid, t in by_id.items()}
@@ -140,12 +164,15 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
         embedder: Embedder | None = None,
         similarity_top_k: int = 5,
         llm: Any = None,
+        **kwargs: Any,
     ) -> ToolRerankToolRetriever:
-        """Index LlamaIndex tools (names, descriptions, argument schemas) and retrieve among them."""
+        """Index LlamaIndex tools (names, descriptions, argument schemas) and retrieve among them.
+
+        ``kwargs``: the constructor's keyword arguments (``always_include``, ``stable`` ...)."""
         engine = engine_for_tools(
             [tool_to_spec(t) for t in tools], config, embedder=embedder, source="<llama_index tools>"
         )
-        return cls(engine, tools, similarity_top_k=similarity_top_k, llm=llm)
+        return cls(engine, tools, similarity_top_k=similarity_top_k, llm=llm, **kwargs)
 
     @classmethod
     def from_engine(
@@ -155,10 +182,11 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
         *,
         similarity_top_k: int = 5,
         llm: Any = None,
+        **kwargs: Any,
     ) -> ToolRerankToolRetriever:
-        """Tools for an engine's catalog from one Python callable per API id."""
+        """Tools for an engine's catalog from one Python callable per API id (``kwargs``: the constructor's)."""
         tools = tools_for_engine(engine, implementations, spec_to_tool)
-        return cls(engine, tools, similarity_top_k=similarity_top_k, llm=llm)
+        return cls(engine, tools, similarity_top_k=similarity_top_k, llm=llm, **kwargs)
 
     @property
     def similarity_top_k(self) -> int:
@@ -211,7 +239,7 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
         query = _query_str(str_or_query_bundle)
         if self._is_lookup(query):
             return self._lookup(query, self.engine.retrieve([query], self.similarity_top_k)[0])
-        return self.selector.rank(query, self.similarity_top_k, llm=self.stage_llm())
+        return self._stable(self.selector.rank_selection(query, self.similarity_top_k, llm=self.stage_llm()))
 
     async def arank(self, str_or_query_bundle: QueryType) -> Ranking:
         """Async twin of :meth:`rank`."""
@@ -219,7 +247,15 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
         if self._is_lookup(query):
             found = await asyncio.to_thread(self.engine.retrieve, [query], self.similarity_top_k)
             return self._lookup(query, found[0])
-        return await self.selector.arank(query, self.similarity_top_k, llm=self.stage_llm())
+        return self._stable(await self.selector.arank_selection(query, self.similarity_top_k, llm=self.stage_llm()))
+
+    def _stable(self, ranking: Ranking) -> Ranking:
+        return ranking if self.offers is None else stable_ranking(self.offers, ranking, self.engine.catalog)
+
+    def new_conversation(self) -> None:
+        """With ``stable=True``: forget the tools offered so far (a new conversation begins)."""
+        if self.offers is not None:
+            self.offers.reset()
 
     def retrieve(self, str_or_query_bundle: QueryType) -> list[BaseTool]:
         return [self._tools_by_id[st.tool.id] for st in self.rank(str_or_query_bundle).results]
