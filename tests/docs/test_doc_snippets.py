@@ -50,6 +50,8 @@ OPTIONAL = {
     "llama_index",
     "mcp",
     "networkx",
+    "pydantic_ai",
+    "pydantic_ai_toolrerank",
     "scipy",
     "sentence_transformers",
     "torch",
