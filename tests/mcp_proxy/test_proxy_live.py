@@ -313,6 +313,24 @@ def test_errors_and_error_results_pass_through_and_a_cancelled_call_is_cancelled
     assert _text(out["after"]) == "slept"  # and the lab server still serves
 
 
+def test_a_call_past_call_timeout_s_is_an_error_result_and_the_upstream_is_cancelled(
+    repo: Path, tmp_path: Path
+) -> None:
+    setup = Setup(tmp_path, repo, {"mode": "meta", "call_timeout_s": 1})
+
+    async def main() -> Any:
+        async with proxy_session(setup) as session:
+            slow = await _call(session, "call_tool", {"name": "lab__sleep_for", "arguments": {"seconds": 60}})
+            with anyio.move_on_after(20):
+                while not (setup.marks / "cancelled").exists():
+                    await anyio.sleep(0.1)
+            return slow
+
+    slow = anyio.run(main)
+    assert slow.is_error and _text(slow) == "lab__sleep_for: no answer within 1 s"
+    assert (setup.marks / "cancelled").exists()  # the abandoned upstream call was cancelled
+
+
 def test_an_upstream_tool_list_change_reaches_the_search(repo: Path, tmp_path: Path) -> None:
     setup = Setup(tmp_path, repo, {"mode": "meta"})
 

@@ -47,6 +47,8 @@ from toolrerank_plugins.selection import OfferLog
 logger = logging.getLogger(__name__)
 
 SEARCH_TOOLS, CALL_TOOL, LIST_SERVERS = "search_tools", "call_tool", "list_servers"
+#: the JSON-RPC code the SDK gives a request that timed out (mcp_types.REQUEST_TIMEOUT)
+REQUEST_TIMEOUT = getattr(mcp_types, "REQUEST_TIMEOUT", -32001)
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -365,10 +367,10 @@ class ToolProxy:
             return await upstream.call(spec.name, arguments, timeout_s=self.settings.call_timeout_s)
         except UpstreamDown as down:
             return _text(f"{down}; its tools cannot be called now ({LIST_SERVERS} shows every server)", error=True)
-        except MCPError:
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT and self.settings.call_timeout_s is not None:
+                return _text(f"{exposed}: no answer within {self.settings.call_timeout_s:g} s", error=True)
             raise  # the upstream's JSON-RPC error, passed through with its code and data
-        except TimeoutError:
-            return _text(f"{exposed}: no answer within {self.settings.call_timeout_s:g} s", error=True)
 
     async def _call_search(self, arguments: Mapping[str, Any]) -> mcp_types.CallToolResult:
         query = arguments.get("query")
@@ -393,7 +395,8 @@ class ToolProxy:
         added: tuple[str, ...] = ()
         if self.settings.mode == "tools" and found:
             before = self._visible_specs()
-            added = self.offered.offer(found).added
+            pins = [str(t) for t in self.selector.pinned] if self.selector is not None else []
+            added = self.offered.offer([*pins, *found]).added  # pins first: a restart keeps them in front
             if self._visible_specs() != before:
                 await self._notify_client()
         lines = [f"{len(found)} tools for {query!r}:"]
