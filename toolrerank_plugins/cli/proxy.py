@@ -43,8 +43,12 @@ def cmd_mcp_proxy(args: argparse.Namespace) -> int:
     if overrides:
         settings = config.toolrerank.model_validate({**config.toolrerank.model_dump(), **overrides})
         config = config.model_copy(update={"toolrerank": settings})
-    proxy = ToolProxy(config)
-    anyio.run(proxy.serve_stdio)
+
+    async def serve() -> None:
+        # built inside the event loop: the proxy's locks and events belong to it
+        await ToolProxy(config).serve_stdio()
+
+    anyio.run(serve)
     return 0
 
 
