@@ -203,6 +203,36 @@ def quiet_weight_loading() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+#: Texts up to which an encode call runs on one intra-op thread by default: a search (a message and its requests)
+#: is a few short texts, whose matrix products are too small for a second thread to pay for its synchronisation,
+#: and beside another process's threads each barrier can wait a whole scheduler slice (docs/benchmarks.md,
+#: "Threads"). Larger calls (index builds) use torch's thread count.
+SHORT_CALL_TEXTS = 16
+
+
+@contextmanager
+def intra_op_threads(n: int | None) -> Iterator[None]:
+    """Run the block with ``n`` torch intra-op threads in the calling thread, restored after (None: unchanged).
+
+    torch keeps this count per OS thread under its OpenMP backend (the CPU wheels' default): other threads
+    running meanwhile are not affected, but a thread the block starts inherits ``n``. With another backend torch
+    shares the count process-wide, and a concurrent call in another thread sees ``n`` for that long.
+    """
+    if n is None:
+        yield
+        return
+    torch = require("torch")
+    before = torch.get_num_threads()
+    if before == n:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 class SentenceTransformerEmbedder:
     """A sentence-transformers bi-encoder loaded from a local folder (default: bundled MiniLM).
 
@@ -215,7 +245,10 @@ class SentenceTransformerEmbedder:
         show_progress_bar: ``None``: as :func:`encode_progress` says, else shown for long encodes (over
             2,000 texts) when INFO logging is on.
         model_kwargs: passed to ``SentenceTransformer(model_kwargs=...)``.
-        torch_threads: if set, ``torch.set_num_threads`` (process-wide) when the model loads.
+        torch_threads: intra-op threads for every encode call. None (default): chosen per call, one thread for
+            a call of at most :data:`SHORT_CALL_TEXTS` texts (a search), torch's own count for larger ones (an
+            index build). Set only for the call, in the calling thread (:func:`intra_op_threads`); the process's
+            setting is never changed.
     """
 
     def __init__(
@@ -247,8 +280,6 @@ class SentenceTransformerEmbedder:
             from toolrerank_plugins.device import resolve_device
 
             device = resolve_device(self.requested_device)
-            if self.torch_threads:
-                require("torch").set_num_threads(self.torch_threads)
             logger.info("loading encoder %s on %s", self.model_name_or_path, device)
             with quiet_weight_loading():
                 self._model = st.SentenceTransformer(
@@ -291,11 +322,25 @@ class SentenceTransformerEmbedder:
         getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(getter())
 
+    def threads_for(self, n_texts: int) -> int | None:
+        """The intra-op threads an encode of ``n_texts`` texts runs with (None: torch's count, unchanged)."""
+        if self.torch_threads:
+            return self.torch_threads
+        on_cpu = str(getattr(self._model, "device", "cpu")).startswith("cpu")
+        return 1 if on_cpu and n_texts <= SHORT_CALL_TEXTS else None
+
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, show_progress_bar: bool | None = None
     ) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        self.model  # noqa: B018 - loaded before the thread count is chosen (it depends on the device)
+        with intra_op_threads(self.threads_for(len(texts))):
+            return self._encode(texts, batch_size=batch_size, show_progress_bar=show_progress_bar)
+
+    def _encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, show_progress_bar: bool | None = None
+    ) -> np.ndarray:
         show = show_progress_bar if show_progress_bar is not None else self.show_progress_bar
         if show is None:
             show = _PROGRESS.get()

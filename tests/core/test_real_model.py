@@ -184,3 +184,44 @@ def test_loading_a_model_draws_no_transformers_progress_bar() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Loading weights" not in proc.stderr + proc.stdout
+
+
+def test_a_search_encodes_on_one_thread_and_leaves_the_process_setting_alone() -> None:
+    """Issue 28 item 1: short calls (a search) on one intra-op thread, large ones on torch's count, and the
+    count of the calling thread restored after each call (other threads never see a change)."""
+    import threading
+
+    import torch
+
+    from toolrerank_plugins.encoders import SHORT_CALL_TEXTS, intra_op_threads
+
+    emb = SentenceTransformerEmbedder("default")
+    seen: list[int] = []
+    real = emb._encode
+
+    def spy(texts, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(torch.get_num_threads())
+        return real(texts, **kwargs)
+
+    emb._encode = spy  # type: ignore[method-assign]
+    torch.set_num_threads(2)
+    other: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:  # another thread's count while this one encodes
+        while not stop.is_set():
+            other.append(torch.get_num_threads())
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        emb.encode(["find a hotel in Rome"])
+        emb.encode(["a text"] * (SHORT_CALL_TEXTS + 1))
+    finally:
+        stop.set()
+        watcher.join()
+    assert seen == [1, 2] and torch.get_num_threads() == 2 and set(other) == {2}
+    assert SentenceTransformerEmbedder("default", torch_threads=2).threads_for(1) == 2  # an explicit choice wins
+    with intra_op_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == 2
