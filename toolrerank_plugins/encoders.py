@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -203,11 +205,61 @@ def quiet_weight_loading() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-#: Texts up to which an encode call runs on one intra-op thread by default: a search (a message and its requests)
-#: is a few short texts, whose matrix products are too small for a second thread to pay for its synchronisation,
-#: and beside another process's threads each barrier can wait a whole scheduler slice (docs/benchmarks.md,
-#: "Threads"). Larger calls (index builds) use torch's thread count.
+#: Texts up to which an encode call is a *short* one (a search: a message and its requests), whose thread count
+#: :class:`ThreadChooser` picks by measured speed. Larger calls (index builds) use torch's thread count.
 SHORT_CALL_TEXTS = 16
+
+
+class ThreadChooser:
+    """Picks the intra-op threads of short encode calls by their measured speed: one thread, or ``wide`` (the
+    calling thread's torch count).
+
+    On an idle machine two threads encode a search faster (1.2-1.4x on 2 cores); beside another process's
+    threads every OpenMP barrier of a multi-threaded call can wait a whole scheduler slice, and one thread is
+    several times faster at p50 and tens of times at p95 (docs/benchmarks.md, "Threads"). Which case holds
+    changes while a process runs, so the chooser keeps each option's cost (seconds per character of text: a
+    moving average for the option in use, the latest try for the other) and uses the cheaper one, trying the
+    other every ``explore_every``-th call (so a change of load is noticed within that many searches, at the price
+    of one call in that many). One thread until both options have been measured. Thread-safe.
+
+    Example:
+        >>> c = ThreadChooser(2)
+        >>> c.record(1, 0.010, 100); c.record(2, 0.005, 100)
+        >>> [c.pick() for _ in range(3)]
+        [2, 2, 2]
+        >>> c.record(2, 0.5, 100)  # the wide option became slow (a neighbour started)
+        >>> c.pick()
+        1
+    """
+
+    def __init__(self, wide: int, *, explore_every: int = 32, alpha: float = 0.3) -> None:
+        self.options = (1, wide) if wide > 1 else (1,)
+        self.explore_every = explore_every
+        self.alpha = alpha
+        self._cost: dict[int, float] = {}
+        self._calls = 0
+        self._lock = threading.Lock()
+
+    def pick(self) -> int:
+        with self._lock:
+            self._calls += 1
+            unmeasured = [t for t in self.options if t not in self._cost]
+            if unmeasured:
+                return unmeasured[0]
+            best = min(self.options, key=self._cost.__getitem__)
+            if len(self.options) > 1 and self._calls % self.explore_every == 0:
+                return next(t for t in self.options if t != best)
+            return best
+
+    def record(self, threads: int, seconds: float, work: int) -> None:
+        """A call on ``threads`` threads took ``seconds`` for ``work`` characters of text."""
+        cost = seconds / max(work, 1)
+        with self._lock:
+            before = self._cost.get(threads)
+            in_use = len(self._cost) == len(self.options) and threads == min(self._cost, key=self._cost.__getitem__)
+            # the option in use: a moving average (one slow call does not flip it); a periodic try of the other
+            # replaces that option's figure, so a load that went away is noticed at the next try
+            self._cost[threads] = (1 - self.alpha) * before + self.alpha * cost if before and in_use else cost
 
 
 @contextmanager
@@ -245,8 +297,9 @@ class SentenceTransformerEmbedder:
         show_progress_bar: ``None``: as :func:`encode_progress` says, else shown for long encodes (over
             2,000 texts) when INFO logging is on.
         model_kwargs: passed to ``SentenceTransformer(model_kwargs=...)``.
-        torch_threads: intra-op threads for every encode call. None (default): chosen per call, one thread for
-            a call of at most :data:`SHORT_CALL_TEXTS` texts (a search), torch's own count for larger ones (an
+        torch_threads: intra-op threads for every encode call. None (default): chosen per call: for a call of at
+            most :data:`SHORT_CALL_TEXTS` texts (a search) by measured speed (:class:`ThreadChooser`: one thread
+            beside other busy processes, torch's count on an idle machine), torch's own count for larger ones (an
             index build). Set only for the call, in the calling thread (:func:`intra_op_threads`); the process's
             setting is never changed.
     """
@@ -270,6 +323,8 @@ class SentenceTransformerEmbedder:
         self.model_kwargs = dict(model_kwargs or {})
         self.torch_threads = torch_threads
         self._model: Any = None
+        self._threads: ThreadChooser | None = None
+        self._warm = False
         self._packer: _Packer | None = None
         self._packer_checked = False
 
@@ -327,7 +382,14 @@ class SentenceTransformerEmbedder:
         if self.torch_threads:
             return self.torch_threads
         on_cpu = str(getattr(self._model, "device", "cpu")).startswith("cpu")
-        return 1 if on_cpu and n_texts <= SHORT_CALL_TEXTS else None
+        if not on_cpu or n_texts > SHORT_CALL_TEXTS:
+            return None
+        return self._chooser().pick()
+
+    def _chooser(self) -> ThreadChooser:
+        if self._threads is None:
+            self._threads = ThreadChooser(require("torch").get_num_threads())
+        return self._threads
 
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, show_progress_bar: bool | None = None
@@ -335,8 +397,15 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         self.model  # noqa: B018 - loaded before the thread count is chosen (it depends on the device)
-        with intra_op_threads(self.threads_for(len(texts))):
-            return self._encode(texts, batch_size=batch_size, show_progress_bar=show_progress_bar)
+        threads = self.threads_for(len(texts))
+        chosen = threads is not None and not self.torch_threads
+        start = time.perf_counter()
+        with intra_op_threads(threads):
+            out = self._encode(texts, batch_size=batch_size, show_progress_bar=show_progress_bar)
+        if chosen and self._warm:  # the first call pays for warm-up, not for its thread count
+            self._chooser().record(threads, time.perf_counter() - start, sum(map(len, texts)))  # type: ignore[arg-type]
+        self._warm = True
+        return out
 
     def _encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, show_progress_bar: bool | None = None

@@ -1,0 +1,39 @@
+"""encoders.ThreadChooser: the intra-op threads of a search picked by measured speed (issue 28, item 1)."""
+
+from __future__ import annotations
+
+import threading
+
+from toolrerank_plugins.encoders import ThreadChooser
+
+
+def _run(chooser: ThreadChooser, cost: dict[int, float], calls: int) -> list[int]:
+    picked = []
+    for _ in range(calls):
+        t = chooser.pick()
+        chooser.record(t, cost[t] * 100, 100)
+        picked.append(t)
+    return picked
+
+
+def test_it_follows_the_load_both_ways() -> None:
+    chooser = ThreadChooser(2, explore_every=16)
+    idle = {1: 0.010, 2: 0.007}  # two threads faster on an idle machine
+    picked = _run(chooser, idle, 64)
+    assert picked[:2] == [1, 2] and picked[10:].count(2) >= 48 - 2  # measured both, then the faster
+    busy = {1: 0.011, 2: 0.150}  # a neighbour started: two threads wait on each other
+    picked = _run(chooser, busy, 64)
+    assert picked[:3].count(1) >= 1 and picked[8:].count(1) >= len(picked[8:]) - 4  # back to one within calls
+    picked = _run(chooser, idle, 64)
+    assert picked[-32:].count(2) >= 30  # the neighbour left: found again by the periodic try
+
+
+def test_one_core_means_one_thread_and_concurrent_use_is_safe() -> None:
+    assert _run(ThreadChooser(1), {1: 0.01}, 10) == [1] * 10
+    chooser = ThreadChooser(2)
+    workers = [threading.Thread(target=_run, args=(chooser, {1: 0.01, 2: 0.02}, 200)) for _ in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert chooser.pick() in (1, 2) and chooser._cost[1] < chooser._cost[2]
