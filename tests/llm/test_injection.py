@@ -347,5 +347,9 @@ def test_repeating_the_request_is_not_a_copy() -> None:
     q = "please send an email message to a recipient with the weather forecast for the coming days in a city"
     llm = ScriptedLLM(default=q)
     tr: dict[str, Any] = {}
-    QTAStage(QTAConfig(sample="top"), llm=llm).run(q, e.retrieve([q], 10)[0], e.context, tr)
+    # screen_answers off: with it, a rewrite that only repeats the request is dropped as a restatement
+    QTAStage(QTAConfig(sample="top", screen_answers=False), llm=llm).run(q, e.retrieve([q], 10)[0], e.context, tr)
     assert "fallback" not in tr and tr["rewrite"] == q
+    tr = {}
+    QTAStage(QTAConfig(sample="top"), llm=llm).run(q, e.retrieve([q], 10)[0], e.context, tr)
+    assert tr["fallback"] == "unusable_output: restates_request" and "copied" not in tr

@@ -42,7 +42,8 @@ def test_interleave_takes_one_from_each_and_skips_duplicates() -> None:
 def test_query_generation_retrieves_per_line_and_interleaves() -> None:
     llm = ScriptedLLM(default="Sure! Here you go:\n1. Geocode a street address\n2. Send an email message\n")
     register_llm("default", llm)
-    engine = engine_with({"type": "query_generation"})
+    # screen_answers off: the tiny catalog's BM25 ranking of the request holds none of the answer's APIs
+    engine = engine_with({"type": "query_generation", "params": {"screen_answers": False}})
     res = engine.search_detailed("where is 10 Main Street and tell my boss", top_k=4)
     tr = res.trace["query_generation"]
     assert tr["queries"] == [
@@ -61,7 +62,7 @@ def test_query_generation_without_original_and_intent_prompt() -> None:
     llm = ScriptedLLM(default="- check the weather")
     register_llm("default", llm)
     # protected_top=0: the paper's ranking, so the unrelated marker answer shows where the results come from
-    params = {"include_original": False, "prompt": "intent", "protected_top": 0}
+    params = {"include_original": False, "prompt": "intent", "protected_top": 0, "screen_answers": False}
     engine = engine_with({"type": "query_generation", "params": params})
     res = engine.search_detailed("send an email", top_k=3)
     assert res.trace["query_generation"]["queries"] == ["check the weather"]
@@ -106,7 +107,8 @@ def _feedback_llm(refinements: list[Any]) -> ScriptedLLM:
 
 def test_feedback_rounds_until_na() -> None:
     llm = _feedback_llm(["Refined instruction: log in with username and password", "N/A"])
-    stage = FeedbackStage(FeedbackConfig(protected_top=0), llm=llm)  # the paper's ranking (no guard)
+    # the paper's ranking (no guard, no screening of the deliberately unrelated refinements)
+    stage = FeedbackStage(FeedbackConfig(protected_top=0, screen_answers=False), llm=llm)
     engine = engine_with({"type": "iterative_feedback"})
     q = "send a message"
     tr: dict[str, Any] = {}
@@ -123,13 +125,15 @@ def test_feedback_stops_after_t_rounds_and_on_repeats() -> None:
     q = "send a message"
     llm = _feedback_llm(["geocode an address", "current weather", "log in", "list inbox"])
     tr: dict[str, Any] = {}
-    FeedbackStage(FeedbackConfig(rounds=3), llm=llm).run(q, engine.retrieve([q], 10)[0], engine.context, tr)
+    stage = FeedbackStage(FeedbackConfig(rounds=3, screen_answers=False), llm=llm)  # unrelated on purpose
+    stage.run(q, engine.retrieve([q], 10)[0], engine.context, tr)
     assert tr["stop_reason"] == "max_rounds" and len(tr["rounds"]) == 4 and tr["usage"]["llm_calls"] == 9
     # the same refinement forever: stops at the first repeat, keeps that ranking, no fallback
     same = _feedback_llm([])
     same.default = "geocode an address"
     tr2: dict[str, Any] = {}
-    stage = FeedbackStage(FeedbackConfig(rounds=10, protected_top=0), llm=same)  # the paper's ranking (no guard)
+    # the paper's ranking (no guard, no screening)
+    stage = FeedbackStage(FeedbackConfig(rounds=10, protected_top=0, screen_answers=False), llm=same)
     out = stage.run(q, engine.retrieve([q], 10)[0], engine.context, tr2)
     assert tr2["stop_reason"] == "repeated_refinement" and "fallback" not in tr2
     assert len(tr2["rounds"]) == 2 and out[0].id == "Maps/GeoFind/geocode"
@@ -186,7 +190,7 @@ def test_feedback_failure_in_a_later_round_keeps_the_last_good_round() -> None:
         rules=[(r"Step 1 - Comprehension", "ok comprehension of tools"), (r"Step 2 - Assessment", "assessment text")],
         responses=["geocode an address", RuntimeError("crash in round 2")],
     )
-    stage = FeedbackStage(FeedbackConfig(runtime=FAST, protected_top=0), llm=llm)  # type: ignore[arg-type]
+    stage = FeedbackStage(FeedbackConfig(runtime=FAST, protected_top=0, screen_answers=False), llm=llm)  # type: ignore[arg-type]
     tr: dict[str, Any] = {}
     out = stage.run("send a message", engine.retrieve(["send a message"], 10)[0], engine.context, tr)
     assert out[0].id == "Maps/GeoFind/geocode"  # round 1's ranking, not the original's
@@ -291,7 +295,8 @@ def test_stages_compose_and_persist(tmp_path: Any) -> None:
 
 
 def test_budget_stops_feedback_and_is_recorded() -> None:
-    params = {"runtime": {"max_calls_per_query": 4}, "protected_top": 0}  # the paper's ranking (no guard)
+    # the paper's ranking (no guard, the unrelated refinements not screened)
+    params = {"runtime": {"max_calls_per_query": 4}, "protected_top": 0, "screen_answers": False}
     engine = engine_with({"type": "iterative_feedback", "params": params})
     register_llm("default", _feedback_llm(["geocode an address", "current weather", "log in"]))
     res = engine.search_detailed("send a message", top_k=3)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,6 +30,8 @@ from toolrerank_plugins.llm.parsing import (
     copied_fraction,
     copies_document,
     copy_tokens,
+    is_chat,
+    restates,
     shingles,
 )
 from toolrerank_plugins.llm.registry import resolve_llm
@@ -75,6 +78,19 @@ class LLMStageConfig(RenamedFieldsModel):
         description="an API whose description (as shown in the prompt) an LLM-made query copies does not rise "
         "above its rank in the incoming ranking (3+ of the query's own words, at least half of them, in runs of 3 "
         "words of that description); False: off (the papers' behaviour)",
+    )
+    screen_answers: bool = Field(
+        True,
+        description="drop LLM-made queries that are useless: chat addressed to the user ('Sure, I can help'), "
+        "restatements of the request (no content word of their own), and off-catalog ones (none of their top "
+        "off_catalog_depth APIs is in the incoming ranking); the stage keeps the last good ranking when none is "
+        "left (trace: 'dropped', fallback 'unusable_output: chat | restates_request | off_catalog'); False: off",
+    )
+    off_catalog_depth: int = Field(
+        10,
+        ge=1,
+        description="an LLM-made query whose top this-many APIs are all outside the incoming ranking is "
+        "off-catalog (see screen_answers; judged when the incoming ranking holds twice this many APIs or more)",
     )
     on_error: Literal["fallback", "raise"] = Field(
         "fallback", description="fallback: keep the last good ranking and record why; raise: LLMStageError"
@@ -183,6 +199,64 @@ class LLMStage(Stage):
             main = max(set(sources_seen), key=sources_seen.count)
             raise self.fail(f"{step}unusable_output: {main}")
         return kept
+
+    def screen(
+        self, texts: Sequence[str], requests: Sequence[str], trace: dict[str, Any], *, step: str = ""
+    ) -> list[str]:
+        """``texts`` without the useless ones (``screen_answers``): chat addressed to the user, and
+        restatements of the request (no content word that ``requests`` — the user's request, and for feedback
+        the current instruction — do not already have). Each drop is listed in ``trace["dropped"]``; when
+        nothing is left the plan falls back with ``unusable_output: chat`` or ``restates_request``.
+        """
+        if not self.config.screen_answers or not texts:
+            return list(texts)
+        request = " ".join(requests)
+        kept: list[str] = []
+        dropped: list[dict[str, Any]] = []
+        for t in texts:
+            reason = "chat" if is_chat(t) else "restates_request" if restates(t, request) else None
+            if reason is None:
+                kept.append(t)
+            else:
+                dropped.append({"text": clip(t, 120), "reason": reason})
+        if dropped:
+            trace.setdefault("dropped", []).extend(dropped)
+        if not kept:
+            (reason, _), *_ = Counter(d["reason"] for d in dropped).most_common(1)  # ties: the first seen
+            raise self.fail(f"{step}unusable_output: {reason}")
+        return kept
+
+    def on_catalog(
+        self,
+        texts: Sequence[str],
+        rankings: Sequence[Sequence[ScoredTool]],
+        reference: Sequence[ScoredTool],
+        trace: dict[str, Any],
+        *,
+        step: str = "",
+    ) -> list[int]:
+        """Indices of the LLM-made queries whose retrieval is on-catalog (``screen_answers``): at least one of
+        their top ``off_catalog_depth`` APIs is in ``reference`` (the incoming ranking; judged only when it holds
+        at least twice that many APIs). A query that shares
+        none describes nothing the catalog holds for this request (an API the model made up, another topic).
+        Drops are listed in ``trace["dropped"]``; when none is left the plan falls back with
+        ``unusable_output: off_catalog``.
+        """
+        n = self.config.off_catalog_depth
+        # judged only against a full ranking: a request that retrieved few APIs (BM25 over a small catalog keeps
+        # only APIs sharing a word) says little about where the rest of the catalog stands
+        if not self.config.screen_answers or len(reference) < 2 * n:
+            return list(range(len(rankings)))
+        ref = {s.id for s in reference}
+        keep = [i for i, r in enumerate(rankings) if any(s.id in ref for s in r[:n])]
+        dropped = [
+            {"text": clip(texts[i], 120), "reason": "off_catalog"} for i in range(len(rankings)) if i not in keep
+        ]
+        if dropped:
+            trace.setdefault("dropped", []).extend(dropped)
+        if not keep:
+            raise self.fail(f"{step}unusable_output: off_catalog")
+        return keep
 
     def note_named(self, trace: dict[str, Any], names: Sequence[str]) -> None:
         """Remember API identifiers the LLM wrote (``universal_helper``, ``OmniTool``) for :meth:`guard`."""

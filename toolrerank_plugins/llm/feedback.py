@@ -29,7 +29,7 @@ from toolrerank_plugins.llm._stage import (
     error_reason,
 )
 from toolrerank_plugins.llm.base import LLMError
-from toolrerank_plugins.llm.parsing import clip, is_garbage, is_refusal, parse_refinement
+from toolrerank_plugins.llm.parsing import clip, is_garbage, is_refusal, parse_refinement, restates
 from toolrerank_plugins.llm.query_generation import unknown_names
 from toolrerank_plugins.records import ScoredTool
 from toolrerank_plugins.stages import StageType
@@ -105,6 +105,14 @@ class FeedbackStage(LLMStage):
             raise self.fail(f"{step}: garbage")
         return clip(t, self.config.max_feedback_chars)
 
+    def restates_current(self, refined: str, query: str, current: str, trace: dict[str, Any]) -> bool:
+        """A later round's refinement with no content word that the request and the current (already refined)
+        instruction lack adds nothing: the loop stops there (``screen_answers``), as on ``N/A``."""
+        if not self.config.screen_answers or not restates(refined, f"{query} {current}"):
+            return False
+        trace.setdefault("dropped", []).append({"text": clip(refined, 120), "reason": "restates_instruction"})
+        return True
+
     def plan(self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]) -> Plan:
         c = self.config
         depth = c.depth or max(len(candidates), c.n_tools, ctx.depth)
@@ -175,11 +183,16 @@ class FeedbackStage(LLMStage):
             if key in seen:
                 stop = "repeated_refinement"
                 break
+            if t > 0 and self.restates_current(refined, query, current, trace):
+                stop = "restates_instruction"  # nothing new to add to the last round's instruction: done
+                break
+            (refined,) = self.screen([refined], (query, current), trace, step=f"round {t + 1} refinement: ")
             seen.add(key)
             current = refined
             (ranking,) = yield Retrieve((q_for(current, t + 1),), depth)
             if not ranking:
                 raise self.fail(f"round {t + 1}: empty_retrieval")
+            self.on_catalog([refined], [ranking], candidates, trace, step=f"round {t + 1} refinement: ")
             trace["_last_good"] = ranking
             rounds.append({"round": t + 1, "query": current, "ranking": [s.id for s in ranking[: c.n_tools]]})
         trace["stop_reason"] = stop

@@ -530,3 +530,75 @@ def parse_refinement(text: str | None, *, max_chars: int = 400) -> ParsedRefinem
     if _NA.match(parsed.text):
         return ParsedRefinement("stop", None, "ok", notes)
     return ParsedRefinement("refine", parsed.text, "ok", notes, parsed.api_names)
+
+
+# -- useless answers: chat addressed to the user, restatements of the request ----------------------------
+_CHAT = re.compile(
+    r"^\W*(?:sure|certainly|of course|okay|ok|absolutely|great|yes|no|hi|hello|hey|thanks|thank you|welcome|"
+    r"i|i'?m|i am|i'?ll|i will|i can|i would|i'?d|i have|i'?ve|we|we'?ll|let me|let'?s|here'?s|here is|here are|"
+    r"happy to|glad to|what'?s|what is the|how can|could you|can you|would you|you can|you could|you may|"
+    r"you should|you need)\b",
+    re.I,
+)
+_ADDRESS = re.compile(r"\b(?:you|your|i|i'm|me|my)\b", re.I)
+#: Words that carry no content for the restatement check (the request's own function words, the prompt's verbs).
+_FUNCTION_WORDS = frozenset(
+    "a an the and or but of to in on at for with from by as is are be been was were it its this that these those "
+    "i me my you your we our he she they them their can could would will should shall may might must do does did "
+    "have has had not no yes please help want need like just also then there here what which who whom how when "
+    "where why get some any all each more most other such than too very so if about into over after before up out "
+    "down off again further once am being im dont".split()
+)
+
+
+def is_chat(text: str) -> bool:
+    """An answer line addressed to the user ("Sure, I can help with that.", "I'm ready to help. What's the
+    request?", "Hi, I'm here to help with your schedule"), not a description of an API or a search query.
+
+    Example:
+        >>> is_chat("I'm ready to help. What's the request?"), is_chat("Send an e-mail to a contact")
+        (True, False)
+        >>> is_chat("Get your account balance"), is_chat("Can you check the weather for me?")
+        (False, True)
+    """
+    t = text.strip()
+    if _CHAT.match(t):
+        return True
+    # a question to the user: "What would you like me to search?"
+    return t.endswith("?") and bool(_ADDRESS.search(t))
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-case words of 3+ letters that carry content, each cut to its first 6 letters (a crude stem:
+    ``scheduling`` and ``schedule`` meet)."""
+    return [w[:6] for w in (t for t in copy_tokens(text) if t.isalpha()) if len(w) >= 3 and w not in _FUNCTION_WORDS]
+
+
+def new_words(text: str, request: str) -> tuple[int, int]:
+    """``(new, total)``: of ``text``'s content words (:func:`content_words`, distinct), how many are not in
+    ``request``.
+
+    Example:
+        >>> new_words("Add a schedule item for tomorrow at 9am", "Can you add a schedule item for tomorrow?")
+        (0, 4)
+        >>> new_words("calendar API to create an agenda entry", "add a meeting tomorrow")
+        (5, 5)
+    """
+    mine = set(content_words(text))
+    theirs = set(content_words(request))
+    return len(mine - theirs), len(mine)
+
+
+def restates(text: str, request: str) -> bool:
+    """Whether ``text`` only restates the user's ``request``: none of its content words is new to it (see
+    :func:`new_words`). Such a query retrieves what the request already retrieves, so it adds nothing; a line
+    that restates one part of a longer request and adds a word ("order food for delivery") is not one.
+
+    Example:
+        >>> restates("Add a schedule item for John at 9am", "Can you add a schedule item for John at 9am?")
+        True
+        >>> restates("Order food for delivery", "plan a party: invite guests and order food")
+        False
+    """
+    new, _ = new_words(text, request)
+    return new == 0

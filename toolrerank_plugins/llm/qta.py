@@ -100,12 +100,14 @@ class QTAStage(LLMStage):
             (query,),
         )
         (rewrite,) = self.reject_copies([parsed.text], sources, trace)
+        (rewrite,) = self.screen([rewrite], (query,), trace)
         trace["rewrite"] = rewrite
         self.note_llm_queries(trace, [rewrite], tools)
         k = c.depth or max(len(candidates), ctx.depth)
         (ranking,) = yield Retrieve((rewrite,), k)
         if not ranking:
             raise self.fail("empty_retrieval")
+        self.on_catalog([rewrite], [ranking], candidates, trace)
         if c.include_original:
             merged = interleave([ranking, candidates[:k]], k)
             return self.scored(merged, [1.0 / i for i in range(1, len(merged) + 1)])

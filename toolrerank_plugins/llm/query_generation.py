@@ -125,8 +125,11 @@ class QueryGenerationStage(LLMStage):
             raise self.fail(f"unusable_output: {parsed.status}")
         sources = PromptSources(self.template().format(query="", max_queries=c.max_queries), user=(query,))
         items = self.reject_copies(parsed.items, sources, trace)
+        items = self.screen(items, (query,), trace)
         k = c.depth or max(len(candidates), ctx.depth)
         rankings: list[list[ScoredTool]] = yield Retrieve(tuple(items), k)
+        keep = self.on_catalog(items, rankings, candidates, trace)
+        items, rankings = [items[i] for i in keep], [rankings[i] for i in keep]
         lists = list(rankings) + ([candidates[:k]] if c.include_original else [])
         merged = interleave(lists, k)
         trace["queries"] = items + ([query] if c.include_original else [])
