@@ -20,6 +20,7 @@ _EXPORTS = {
     "default_catalog_path": "toolrerank_plugins.catalog",
     "FakeCrossEncoder": "toolrerank_plugins.testing.rerankers",
     "ScriptedLLM": "toolrerank_plugins.testing.llm",
+    "SimulatedLLM": "toolrerank_plugins.testing.simulated_llm",
     "demo_catalog": "toolrerank_plugins.testing.tools",
     "fake_implementation": "toolrerank_plugins.testing.tools",
     "fake_result": "toolrerank_plugins.testing.tools",
