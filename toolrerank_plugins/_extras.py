@@ -34,6 +34,8 @@ EXTRA_FOR_MODULE: dict[str, tuple[str, str]] = {
     "psycopg_pool": ("postgres", "psycopg-pool"),
     "pgvector": ("postgres", "pgvector"),
     "yaml": ("openapi", "PyYAML"),
+    "gguf": ("local-llm", "gguf"),
+    "accelerate": ("local-llm", "accelerate"),
 }
 
 
