@@ -541,13 +541,10 @@ class Engine:
         encoder = first_stage.encoder
         if encoder is not None:
             return encoder
-        if self._embedder is None:
-            from toolrerank_plugins.encoders import SentenceTransformerEmbedder
+        if self._embedder is None:  # a first stage without an encoder: stages needing one get the dense section's
+            from toolrerank_plugins.retrieval.dense import make_encoder
 
-            c = self.config.dense
-            self._embedder = SentenceTransformerEmbedder(
-                c.model_name_or_path, device=c.device, batch_size=c.batch_size, max_length=c.max_length
-            )
+            self._embedder = make_encoder(self.config.dense)
         return self._embedder
 
     @property

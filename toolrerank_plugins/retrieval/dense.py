@@ -32,6 +32,12 @@ class DenseConfig(ConfigModel):
     model_config = ConfigDict(extra="forbid")
 
     model_name_or_path: str = Field("default", description="local sentence-transformers folder or 'default'")
+    backend: Literal["torch", "onnx", "onnx-int8", "static"] = Field(
+        "torch",
+        description="torch: sentence-transformers; onnx / onnx-int8: the same model run by ONNX Runtime (float32, "
+        "or int8 weights); static: a model2vec static model distilled from it (much faster, lower quality). The "
+        "last three need the [fast] extra (docs/benchmarks.md, 'A faster encoder on a CPU')",
+    )
     device: str = "auto"
     batch_size: int | None = Field(
         None,
@@ -50,11 +56,29 @@ class DenseConfig(ConfigModel):
     torch_threads: int | None = Field(
         None,
         ge=1,
-        description="torch intra-op threads, set (process-wide) when the encoder loads; None leaves torch's "
-        "default. 1 is much faster on an oversubscribed CPU (docs/benchmarks/first_stage.md)",
+        description="torch intra-op threads for every encode call, set only for the call in the calling thread; "
+        "None: one thread for a search (a call of at most 16 texts), torch's own count for larger encodes "
+        "(docs/benchmarks.md, 'Threads')",
     )
     show_progress_bar: bool | None = None
     query_prefix: str = ""
+
+
+def make_encoder(config: DenseConfig) -> Embedder:
+    """The encoder a :class:`DenseConfig` names (its ``backend``)."""
+    if config.backend == "torch":
+        return SentenceTransformerEmbedder(
+            config.model_name_or_path,
+            device=config.device,
+            batch_size=config.batch_size,
+            max_length=config.max_length,
+            show_progress_bar=config.show_progress_bar,
+            torch_threads=config.torch_threads,
+        )
+    from toolrerank_plugins.cpu_encoders import make_embedder
+
+    settings = config.model_dump(exclude={"backend"})
+    return make_embedder(config.backend, **settings)  # type: ignore[no-any-return]
 
 
 def text_key(text: str) -> str:
@@ -109,14 +133,7 @@ class DenseRetriever(FirstStage):
 
     def __init__(self, config: DenseConfig | None = None, *, embedder: Embedder | None = None) -> None:
         self.config = config or DenseConfig()
-        self.embedder: Embedder = embedder or SentenceTransformerEmbedder(
-            self.config.model_name_or_path,
-            device=self.config.device,
-            batch_size=self.config.batch_size,
-            max_length=self.config.max_length,
-            show_progress_bar=self.config.show_progress_bar,
-            torch_threads=self.config.torch_threads,
-        )
+        self.embedder: Embedder = embedder or make_encoder(self.config)
         self._ids: list[str] = []
         self._keys: list[str] = []
         self._emb = np.zeros((0, 0), dtype=np.float32)

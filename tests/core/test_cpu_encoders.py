@@ -1,0 +1,66 @@
+"""The [fast] extra's encoders (issue 28, item 2): ONNX Runtime (float32, int8) exported here from the bundled
+MiniLM, and a static model2vec model distilled from it; both cached, both behind DenseConfig.backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime", reason="the [fast] extra is not installed")
+pytest.importorskip("sentence_transformers")
+
+from toolrerank_plugins import Engine  # noqa: E402
+from toolrerank_plugins.cpu_encoders import OnnxEmbedder, StaticEmbedder, export_onnx  # noqa: E402
+from toolrerank_plugins.encoders import SentenceTransformerEmbedder  # noqa: E402
+from toolrerank_plugins.pipelines import pipeline_config  # noqa: E402
+from toolrerank_plugins.testing import tiny_catalog  # noqa: E402
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+TEXTS = ["find a hotel in Rome", "what's the weather tomorrow in Oslo?", "send an e-mail to my landlord about the rent"]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLRERANK_CACHE", str(tmp_path_factory.getbasetemp() / "toolrerank-cache"))
+
+
+def test_onnx_float32_gives_the_torch_vectors_and_int8_close_ones() -> None:
+    torch_vectors = SentenceTransformerEmbedder("default").encode(TEXTS)
+    fp32 = OnnxEmbedder("default").encode(TEXTS)
+    int8 = OnnxEmbedder("default", quantize=True).encode(TEXTS)
+    assert fp32.shape == int8.shape == torch_vectors.shape
+    np.testing.assert_allclose(fp32, torch_vectors, atol=2e-4)
+    assert np.linalg.norm(int8, axis=1) == pytest.approx(1.0, abs=1e-4)
+    assert (int8 * torch_vectors).sum(axis=1).min() > 0.9  # close; quality is judged by retrieval (benchmarks)
+    # long calls are batched in length order and put back in the caller's order
+    many = [f"{t} number {i}" for i, t in enumerate(TEXTS * 12)]
+    batched = OnnxEmbedder("default").encode(many, batch_size=4)
+    np.testing.assert_allclose(batched[5], OnnxEmbedder("default").encode([many[5]])[0], atol=1e-5)
+
+
+def test_the_export_is_cached_and_reused(tmp_path: Path) -> None:
+    folder = export_onnx("default", quantize=True, out=tmp_path / "onnx")
+    assert (folder / "model.onnx").is_file() and (folder / "model.int8.onnx").is_file()
+    stamp = (folder / "model.int8.onnx").stat().st_mtime_ns
+    assert export_onnx("default", quantize=True, out=tmp_path / "onnx") == folder
+    assert (folder / "model.int8.onnx").stat().st_mtime_ns == stamp
+
+
+def test_backends_plug_into_the_engine() -> None:
+    for backend in ("onnx-int8", "static"):
+        cfg = pipeline_config("dense", dense={"backend": backend})
+        engine = Engine.build(tiny_catalog(), cfg)
+        assert engine.search("send an email message", top_k=3)[0].tool.name == "send_email", backend
+        assert engine.embedder.model_id.startswith(("onnx-int8:", "model2vec:"))
+
+
+def test_the_static_model_is_distilled_once_and_is_fast_to_use() -> None:
+    emb = StaticEmbedder("default")
+    vectors = emb.encode(TEXTS * 100)
+    assert vectors.shape == (300, emb.dimension) and emb.dimension == 256
+    assert np.linalg.norm(vectors, axis=1) == pytest.approx(1.0, abs=1e-4)
+    sims = vectors[:3] @ vectors[:3].T
+    assert sims[0, 1] < 0.99  # different texts, different vectors

@@ -1,0 +1,304 @@
+"""Faster encoders for CPUs, made here from the bundled MiniLM (no download), behind the ``[fast]`` extra.
+
+- :class:`OnnxEmbedder` (``DenseConfig.backend="onnx"`` / ``"onnx-int8"``): the same transformer exported to ONNX
+  (mean pooling and normalisation inside the graph) and run by ONNX Runtime; ``onnx-int8`` quantises its
+  weights to int8 (dynamic quantisation). Same vectors up to rounding (float32) or close to them (int8).
+- :class:`StaticEmbedder` (``backend="static"``): a static embedding model distilled from MiniLM with model2vec
+  (each vocabulary token's MiniLM embedding, PCA, SIF weighting; no training data): a text's vector is the mean of
+  its tokens' rows, hundreds of times faster than the transformer and lower in quality.
+
+Exported and distilled models are written once into a cache folder (``TOOLRERANK_CACHE``, default
+``~/.cache/toolrerank-plugins``) and reused; which to pick for what is measured in docs/benchmarks.md
+("A faster encoder on a CPU").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toolrerank_plugins._extras import require
+from toolrerank_plugins.encoders import SHORT_CALL_TEXTS, resolve_model_path
+from toolrerank_plugins.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+_LOCK = threading.Lock()
+
+
+def cache_dir() -> Path:
+    """Where exported and distilled models are kept: ``$TOOLRERANK_CACHE``, else ``~/.cache/toolrerank-plugins``."""
+    return Path(os.environ.get("TOOLRERANK_CACHE") or Path.home() / ".cache" / "toolrerank-plugins").expanduser()
+
+
+def model_fingerprint(model_path: str | Path) -> str:
+    """A short hash of a model folder's weights and config (a cached export is reused only for the same model)."""
+    folder = Path(model_path)
+    h = hashlib.sha256()
+    for name in ("config.json", "model.safetensors", "pytorch_model.bin", "tokenizer.json"):
+        f = folder / name
+        if f.is_file():
+            h.update(name.encode())
+            h.update(str(f.stat().st_size).encode())
+            with f.open("rb") as fh:
+                h.update(fh.read(1 << 20))  # the first MiB: enough to tell models apart, cheap to read
+    return h.hexdigest()[:16]
+
+
+def _publish(tmp: Path, final: Path) -> Path:
+    """Move a finished folder into place (another process may have won the race: keep theirs)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(tmp, final)
+    except OSError:
+        if not final.exists():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+# -- ONNX ----------------------------------------------------------------------------------------------------
+def export_onnx(model_name_or_path: str | None = "default", *, quantize: bool = False, out: Path | None = None) -> Path:
+    """Export the sentence-transformers model (transformer + mean pooling + L2 normalisation) to ONNX, and with
+    ``quantize`` add its int8 dynamic quantisation; returns the folder (``model.onnx``, ``model.int8.onnx``, the
+    tokenizer). Reused when it exists."""
+    src = Path(resolve_model_path(model_name_or_path))
+    final = out or cache_dir() / "onnx" / f"{src.name}-{model_fingerprint(src)}"
+    target = final / ("model.int8.onnx" if quantize else "model.onnx")
+    if target.is_file():
+        return final
+    with _LOCK:
+        if target.is_file():
+            return final
+        torch = require("torch")
+        transformers = require("transformers")
+        tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=_parent(final)))
+        try:
+            if (final / "model.onnx").is_file():
+                shutil.copytree(final, tmp, dirs_exist_ok=True)
+            else:
+                logger.info("exporting %s to ONNX in %s", src, final)
+                tokenizer = transformers.AutoTokenizer.from_pretrained(src, local_files_only=True)
+                model = transformers.AutoModel.from_pretrained(src, local_files_only=True).eval()
+
+                class Pooled(torch.nn.Module):  # type: ignore[misc,name-defined]
+                    def __init__(self) -> None:
+                        super().__init__()
+                        self.model = model
+
+                    def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+                        hidden = self.model(
+                            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+                        ).last_hidden_state
+                        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+                        mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                        return torch.nn.functional.normalize(mean, dim=1)
+
+                sample = tokenizer(["a sample text", "another"], padding=True, return_tensors="pt")
+                args = (sample["input_ids"], sample["attention_mask"], sample["token_type_ids"])
+                axes = {0: "batch", 1: "sequence"}
+                with torch.inference_mode():
+                    torch.onnx.export(
+                        Pooled(),
+                        args,
+                        str(tmp / "model.onnx"),
+                        input_names=["input_ids", "attention_mask", "token_type_ids"],
+                        output_names=["embedding"],
+                        dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
+                                      "embedding": {0: "batch"}},
+                        opset_version=17,
+                        dynamo=False,
+                    )
+                tokenizer.save_pretrained(tmp)
+            if quantize:
+                quantization = require("onnxruntime.quantization")
+                quantization.quantize_dynamic(
+                    str(tmp / "model.onnx"), str(tmp / "model.int8.onnx"), weight_type=quantization.QuantType.QInt8
+                )
+            shutil.rmtree(final, ignore_errors=True) if final.exists() else None
+            return _publish(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+def _parent(final: Path) -> Path:
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return final.parent
+
+
+class OnnxEmbedder:
+    """The bundled (or any local) sentence-transformers model run by ONNX Runtime (see the module docs).
+
+    Args:
+        model_name_or_path: local folder, or ``"default"`` (the bundled MiniLM).
+        quantize: int8 weights (``onnx-int8``) instead of float32.
+        max_length: max word pieces per text.
+        batch_size: texts per batch for large encodes (None: 16).
+        threads: ONNX Runtime intra-op threads for large encodes (None: ONNX Runtime's choice); a call of at most
+            :data:`~toolrerank_plugins.encoders.SHORT_CALL_TEXTS` texts (a search) runs on a one-thread session.
+    """
+
+    def __init__(
+        self,
+        model_name_or_path: str | None = "default",
+        *,
+        quantize: bool = False,
+        max_length: int | None = 256,
+        batch_size: int | None = None,
+        threads: int | None = None,
+    ) -> None:
+        self.model_name_or_path = resolve_model_path(model_name_or_path)
+        self.quantize = quantize
+        self.max_length = max_length or 512
+        self.batch_size = batch_size
+        self.threads = threads
+        self._sessions: dict[int | None, Any] = {}
+        self._tokenizer: Any = None
+        self._folder: Path | None = None
+
+    def _ready(self) -> Path:
+        if self._folder is None:
+            self._folder = export_onnx(self.model_name_or_path, quantize=self.quantize)
+        return self._folder
+
+    def _session(self, threads: int | None) -> Any:
+        if threads not in self._sessions:
+            ort = require("onnxruntime")
+            options = ort.SessionOptions()
+            if threads:
+                options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            name = "model.int8.onnx" if self.quantize else "model.onnx"
+            self._sessions[threads] = ort.InferenceSession(
+                str(self._ready() / name), options, providers=["CPUExecutionProvider"]
+            )
+        return self._sessions[threads]
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            auto = require("transformers").AutoTokenizer
+            self._tokenizer = auto.from_pretrained(self._ready(), local_files_only=True)
+        return self._tokenizer
+
+    @property
+    def model_id(self) -> str:
+        kind = "onnx-int8" if self.quantize else "onnx"
+        return f"{kind}:{Path(self.model_name_or_path).name}:{self.max_length}"
+
+    @property
+    def dimension(self) -> int:
+        return int(self.encode(["dimension"]).shape[1])
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, show_progress_bar: bool | None = None
+    ) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        session = self._session(1 if len(texts) <= SHORT_CALL_TEXTS else self.threads)
+        size = batch_size or self.batch_size or 16
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
+        out = np.zeros((len(texts), 0), dtype=np.float32)
+        rows: list[np.ndarray] = []
+        for start in range(0, len(order), size):
+            chunk = [texts[i] for i in order[start : start + size]]
+            enc = self.tokenizer(chunk, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
+            feed = {k: enc[k].astype(np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
+            rows.append(session.run(["embedding"], feed)[0])
+        stacked = np.concatenate(rows).astype(np.float32)
+        out = np.empty_like(stacked)
+        out[order] = stacked
+        return np.ascontiguousarray(out)
+
+
+# -- static (model2vec) ----------------------------------------------------------------------------------------
+def distill_static(model_name_or_path: str | None = "default", *, pca_dims: int = 256, out: Path | None = None) -> Path:
+    """Distil a static embedding model from a local sentence-transformers model with model2vec's method (each
+    vocabulary token's output embedding, PCA to ``pca_dims``, SIF weighting): no training data, a few minutes on
+    a CPU, done once (reused when the folder exists). Returns the model2vec folder.
+
+    model2vec's ``distill`` is used through the ``[fast]`` extra (model2vec and skeletoken, without model2vec's
+    own ``distill`` extra, whose ``transformers<5.4`` pin conflicts with sentence-transformers 6)."""
+    src = Path(resolve_model_path(model_name_or_path))
+    final = out or cache_dir() / "static" / f"{src.name}-{model_fingerprint(src)}-pca{pca_dims}"
+    if (final / "config.json").is_file():
+        return final
+    with _LOCK:
+        if (final / "config.json").is_file():
+            return final
+        distill = require("model2vec.distill").distill
+        logger.info("distilling a static embedding model from %s into %s (once; a few minutes)", src, final)
+        tmp = Path(tempfile.mkdtemp(prefix=".distill-", dir=_parent(final)))
+        try:
+            model = distill(model_name=str(src), pca_dims=pca_dims, device="cpu")
+            model.save_pretrained(str(tmp))
+            return _publish(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+class StaticEmbedder:
+    """A model2vec static embedding model (see the module docs): ``"default"`` distils one from the bundled MiniLM
+    on first use (:func:`distill_static`); a path loads a model2vec folder."""
+
+    def __init__(self, model_name_or_path: str | None = "default", *, pca_dims: int = 256) -> None:
+        self.model_name_or_path = model_name_or_path or "default"
+        self.pca_dims = pca_dims
+        self._model: Any = None
+
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            path = Path(str(self.model_name_or_path)).expanduser()
+            if not (path / "config.json").is_file() or json.loads((path / "config.json").read_text()).get(
+                "model_type"
+            ) != "model2vec":
+                path = distill_static(self.model_name_or_path, pca_dims=self.pca_dims)
+            self._model = require("model2vec").StaticModel.from_pretrained(str(path))
+        return self._model
+
+    @property
+    def model_id(self) -> str:
+        return f"model2vec:{Path(str(self.model_name_or_path)).name}:pca{self.pca_dims}"
+
+    @property
+    def dimension(self) -> int:
+        return int(self.model.dim)
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, show_progress_bar: bool | None = None
+    ) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = self.model.encode(list(texts), show_progress_bar=bool(show_progress_bar))
+        vectors = np.asarray(vectors, dtype=np.float32)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return np.ascontiguousarray(vectors / np.where(norms > 0, norms, 1.0))
+
+
+def make_embedder(backend: str, **settings: Any) -> Any:
+    """The embedder of ``DenseConfig.backend`` (``onnx``, ``onnx-int8``, ``static``)."""
+    if backend in ("onnx", "onnx-int8"):
+        return OnnxEmbedder(
+            settings.get("model_name_or_path", "default"),
+            quantize=backend == "onnx-int8",
+            max_length=settings.get("max_length"),
+            batch_size=settings.get("batch_size"),
+            threads=settings.get("torch_threads"),
+        )
+    if backend == "static":
+        return StaticEmbedder(settings.get("model_name_or_path", "default"))
+    raise ConfigError(f"unknown encoder backend {backend!r}; known: torch, onnx, onnx-int8, static")
