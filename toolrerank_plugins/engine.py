@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +165,10 @@ class _EngineContext(StageContext):
         vectors = self._first_stage.query_vectors(queries)
         return vectors if vectors is not None else self.embedder.encode(list(queries))
 
+    @property
+    def top_k(self) -> int | None:
+        return _TOP_K.get()
+
     def known_names(self) -> frozenset[str]:
         if self._names is None:  # the snapshot never changes, so neither do its names
             names: set[str] = set()
@@ -186,6 +191,18 @@ class _Prefetched:
 
 #: The current search's prefetched sub-query hits (per thread / task; read by ``StageContext.retrieve``).
 _PREFETCHED: ContextVar[_Prefetched | None] = ContextVar("toolrerank_prefetched", default=None)
+#: The current search's ``top_k`` (per thread / task; read by ``StageContext.top_k``).
+_TOP_K: ContextVar[int | None] = ContextVar("toolrerank_top_k", default=None)
+
+
+@contextmanager
+def _caller_top_k(top_k: int | None) -> Iterator[None]:
+    """``StageContext.top_k`` is ``top_k`` inside the block (this thread or task only)."""
+    token = _TOP_K.set(top_k)
+    try:
+        yield
+    finally:
+        _TOP_K.reset(token)
 
 
 def _query_parts(stages: Sequence[Stage], query: str) -> QueryParts | None:
@@ -664,10 +681,11 @@ class Engine:
         results = []
         for q, hits, pre in zip(queries, first, prefetched):
             res = SearchResult(q, self._to_scored(state.catalog, hits), timings_ms={"first_stage": first_ms})
-            token = _PREFETCHED.set(pre)
+            token, k_token = _PREFETCHED.set(pre), _TOP_K.set(top_k)
             try:
                 results.append(_finish(self._run_stages(state, res), top_k, skip))
             finally:
+                _TOP_K.reset(k_token)
                 _PREFETCHED.reset(token)
         return results
 
@@ -737,6 +755,7 @@ class Engine:
         async def one(q: str, hits: list[Hit], pre: _Prefetched | None) -> SearchResult:
             res = SearchResult(q, self._to_scored(state.catalog, hits), timings_ms={"first_stage": first_ms})
             _PREFETCHED.set(pre)  # this task's own context (gather runs each coroutine as a task)
+            _TOP_K.set(top_k)
             return _finish(await self._arun_stages(state, res), top_k, skip)
 
         return list(await asyncio.gather(*(one(q, h, p) for q, h, p in zip(queries, first, prefetched))))
@@ -790,7 +809,7 @@ class Engine:
         candidates = _validate.check_candidates(candidates)
         if _validate.is_blank(query):  # a blank query ranks nothing: the candidates keep their given order
             return self._rerank_inputs(query, candidates, top_k)[:top_k]
-        with using_llm(llm):
+        with using_llm(llm), _caller_top_k(top_k):
             res = self._run_stages(self._state, SearchResult(query, self._rerank_inputs(query, candidates, top_k)))
         return res.results if top_k is None else res.results[:top_k]
 
@@ -809,7 +828,7 @@ class Engine:
         if _validate.is_blank(query):  # as in rerank: the candidates keep their given order
             return self._rerank_inputs(query, candidates, top_k)[:top_k]
         state = self._state
-        with using_llm(llm):  # the worker thread below inherits this task's context
+        with using_llm(llm), _caller_top_k(top_k):  # the worker thread below inherits this task's context
             if not any(s.native_async for s in state.stages):
                 res = await asyncio.to_thread(
                     self._run_stages, state, SearchResult(query, self._rerank_inputs(query, candidates, top_k))

@@ -84,9 +84,9 @@ class StageSpec(ConfigModel):
 class StageContext(ABC):
     """Everything a stage may use. The engine implements it; a stage never touches engine attributes.
 
-    ``depth`` is the first-stage depth (how many candidates the stages receive); ``has_embeddings`` says
-    whether the first stage holds document vectors (dense or hybrid), which is what a
-    :meth:`Stage.document_transform` changes.
+    ``depth`` is the first-stage depth (how many candidates the stages receive); ``top_k`` is how many results
+    the running search's caller asked for (None outside a search); ``has_embeddings`` says whether the first
+    stage holds document vectors (dense or hybrid), which is what a :meth:`Stage.document_transform` changes.
     """
 
     @property
@@ -143,6 +143,14 @@ class StageContext(ABC):
         """Query vectors as the dense first stage encodes queries (reusing those of its latest searches, so a
         stage that needs the query's vector costs no second encoding); the embedder's otherwise."""
         return self.embedder.encode(list(queries))
+
+    @property
+    def top_k(self) -> int | None:
+        """How many results the caller of the running search asked for (``search(query, top_k)``; the
+        ``top_k`` of ``rerank``), or None when no search is running or the caller set no limit. A stage whose
+        budget scales with what the caller sees (the ``tgr`` stage's declared chains) reads it; the
+        candidates it gets are deeper (``depth``)."""
+        return None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.graph.schema_deps import SchemaConfig, SchemaDependencyDetector, Scope, resolve_scope, scope_key
-from toolrerank_plugins.graph.tool_graph import ToolGraph, api_hash
+from toolrerank_plugins.graph.tool_graph import CATALOG_ORIGIN, ToolGraph, api_hash
 from toolrerank_plugins.records import Edge
 
 logger = logging.getLogger(__name__)
@@ -217,7 +217,8 @@ def _add_sources(
     if "declared" in cfg.sources:
         t = time.perf_counter()
         graph.remove_origin("declared")
-        graph.add_edges(catalog.edges, origin="declared", on_unknown=cfg.on_unknown)
+        # the catalog's own origin (labelled, derived, usage ...) is kept: the declared chains follow only some
+        graph.add_edges(catalog.edges, origin="declared", on_unknown=cfg.on_unknown, keep_origin_as=CATALOG_ORIGIN)
         timings["declared"] = time.perf_counter() - t
     if "schema" in cfg.sources:
         t = time.perf_counter()

@@ -18,6 +18,15 @@ Two modes (``ExpansionConfig.mode``):
   results, which keep their ranks), or ``score`` (a prerequisite ``d`` hops away scores
   ``score_factor ** d`` times its result and is placed by score among the others).
 
+``declared_chains`` (with either mode; the default pipeline's candidate rule, off unless set): the dependencies the
+catalog's owner declared (edges of the catalog whose own ``origin`` is in ``chain_origins``: ``declared`` or
+``labelled``) are followed to the end, with a budget that scales with what the caller asked for (``top_k``, from
+the stage context): the first ``max(1, floor(top_k * chain_share))`` results (the targets) keep their ranks, and
+the ranks after them, up to ``top_k``, go to the targets' transitive prerequisites (``chain_depth`` hops, nearest
+first, the first target's chain first); the remaining targets follow. Every other edge (schema, discriminator,
+llm, and catalog edges of another origin, e.g. ``derived`` from call data or ``usage``) keeps the mode's rule
+(``direct``: direct prerequisites with weight at least ``min_weight``), applied first.
+
 An inserted API scores halfway between the results it is placed between (the score of the one above when it goes
 last or they tie), so scores stay non-increasing and an inserted API does not tie the result it serves; the trace
 lists each insertion and why (``prerequisite_of``, ``origin``).
@@ -25,6 +34,7 @@ lists each insertion and why (``prerequisite_of``, ``origin``).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
@@ -34,7 +44,7 @@ from pydantic import ConfigDict, Field
 from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.graph.schema_deps import input_names, returned_names
-from toolrerank_plugins.graph.tool_graph import ToolGraph
+from toolrerank_plugins.graph.tool_graph import CATALOG_ORIGIN, ToolGraph
 from toolrerank_plugins.records import ScoredTool
 
 Mode = Literal["direct", "closure"]
@@ -48,6 +58,10 @@ DEFAULT_MAX_PER_RESULT: Mapping[str, int | None] = {"direct": 1, "closure": 1}
 DEFAULT_OVERFLOW = 3
 #: Edge origins followed transitively by the ``closure`` mode (the user's own or labelled knowledge).
 TRUSTED_ORIGINS = ("declared", "labelled", "file")
+#: Catalog edge origins ``declared_chains`` follows to the end: what the catalog's owner declared (``labelled`` is
+#: the default of an edge without an origin; ``derived`` edges, from call data, and ``usage`` edges are not).
+CHAIN_ORIGINS = ("declared", "labelled")
+ChainOrder = Literal["target", "depth"]
 
 
 class ExpansionConfig(RenamedFieldsModel):
@@ -84,6 +98,20 @@ class ExpansionConfig(RenamedFieldsModel):
         overflow_after: ``closure``: the rank after which overflowing prerequisites are placed.
         retrieved_only: ``closure``: insert only prerequisites the first stage retrieved (anywhere in its
             ``depth`` candidates); the chain is still followed through the others.
+        declared_chains: follow the catalog owner's edges (``chain_origins``) to the end with a budget that
+            scales with the caller's ``top_k`` (see the module docs); other edges keep the mode's rule.
+        chain_origins: ``declared_chains``: the catalog edge origins (``origin`` in ``edges.jsonl``) followed;
+            a graph edge of another source counts when its own origin is named here (e.g. ``file``).
+        chain_depth: ``declared_chains``: hops followed from a target.
+        chain_share: ``declared_chains``: the first ``max(1, floor(top_k * chain_share))`` results keep their
+            ranks; prerequisites take the ranks after them up to ``top_k``.
+        chain_top_k: ``declared_chains``: the ``top_k`` assumed when the caller gave none (``rerank`` without
+            ``top_k``, a stage run outside a search).
+        chain_order: ``declared_chains``: ``target`` (the first target's whole chain, then the next target's)
+            or ``depth`` (every target's direct prerequisites, then their prerequisites ...).
+        chain_keep_direct: ``declared_chains``: the mode's rule also places declared edges first (today's
+            direct prerequisite right after each of the first ``window`` results), then the chains follow the
+            kept targets; the leading targets may then leave the top half (the guarantee is given up).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -105,6 +133,13 @@ class ExpansionConfig(RenamedFieldsModel):
     alternatives: Literal["all", "one"] = "all"
     overflow: int | None = Field(None, ge=0)
     overflow_after: int = Field(5, ge=0)
+    declared_chains: bool = False
+    chain_origins: list[str] = Field(default_factory=lambda: list(CHAIN_ORIGINS))
+    chain_depth: int = Field(4, ge=1)
+    chain_share: float = Field(0.5, gt=0.0, le=1.0)
+    chain_top_k: int = Field(10, ge=1)
+    chain_order: ChainOrder = "target"
+    chain_keep_direct: bool = False
 
     renamed_fields: ClassVar[Mapping[str, str]] = {"top_n": "window"}
 
@@ -139,23 +174,157 @@ def expand_prerequisites(
     config: ExpansionConfig,
     *,
     stage: str = "tgr",
+    top_k: int | None = None,
 ) -> tuple[list[ScoredTool], list[dict[str, Any]]]:
     """Ranking with prerequisites inserted, and a record of each insertion (for the trace).
 
     An inserted API scores between its neighbours (:func:`between`; scores stay non-increasing) and is
     explained in the trace (``prerequisite_of``, ``from_rank``, ``to_rank``, ``origin``, ``weight``; the
-    ``closure`` mode adds ``for``, the retrieved result whose closure it belongs to, and ``depth``).
+    ``closure`` mode adds ``for``, the retrieved result whose closure it belongs to, and ``depth``;
+    ``declared_chains`` adds ``chain: true`` and the edge's ``catalog_origin``). ``top_k``: how many results the
+    caller will see (``declared_chains`` scales its budget with it; None: ``chain_top_k``).
     """
     items = list(candidates)
-    if not config.enabled or config.insert_budget == 0 or not items:
+    if not config.enabled or not items:
         return items, []
-    if config.mode == "closure":
-        return _expand_closure(items, graph, catalog, config, stage)
-    return _expand_direct(items, graph, catalog, config, stage)
+    skip = _is_chain_edge(config) if config.declared_chains and not config.chain_keep_direct else None
+    inserted: list[dict[str, Any]] = []
+    if config.insert_budget > 0:
+        if config.mode == "closure":
+            items, inserted = _expand_closure(items, graph, catalog, config, stage, skip)
+        else:
+            items, inserted = _expand_direct(items, graph, catalog, config, stage, skip)
+    if config.declared_chains:
+        items, chained = _expand_chains(items, graph, catalog, config, stage, top_k)
+        inserted += chained
+    return items, inserted
+
+
+def chain_budget(config: ExpansionConfig, top_k: int | None) -> tuple[int, int, int]:
+    """``declared_chains``' budget for a caller's ``top_k``: ``(top_k, targets kept, ranks for prerequisites)``.
+
+    Example:
+        >>> cfg = ExpansionConfig(declared_chains=True)
+        >>> chain_budget(cfg, 10), chain_budget(cfg, 5), chain_budget(cfg, 1), chain_budget(cfg, None)
+        ((10, 5, 5), (5, 2, 3), (1, 1, 0), (10, 5, 5))
+    """
+    k = config.chain_top_k if top_k is None else top_k
+    kept = max(1, math.floor(k * config.chain_share + 1e-9))
+    return k, kept, max(0, k - kept)
+
+
+def _is_chain_edge(config: ExpansionConfig) -> Any:
+    """Whether an edge (its data) is one ``declared_chains`` follows: its catalog origin, or for an edge of
+    another source its own, is in ``chain_origins`` (a declared edge of a graph saved before catalog origins
+    were kept counts as declared)."""
+    origins = frozenset(config.chain_origins)
+
+    def is_chain(data: Mapping[str, Any]) -> bool:
+        own = data.get(CATALOG_ORIGIN, "declared") if data["origin"] == "declared" else data["origin"]
+        return own in origins
+
+    return is_chain
+
+
+def chain_prerequisites(
+    graph: ToolGraph, tool_id: str, config: ExpansionConfig
+) -> list[tuple[str, str, int, dict[str, Any]]]:
+    """``tool_id``'s prerequisites over ``declared_chains``' edges, nearest first: ``(api, its dependent, depth,
+    edge data)``, breadth first up to ``chain_depth`` hops; cycles end at an API already seen.
+
+    Example:
+        >>> from toolrerank_plugins.catalog import Catalog
+        >>> from toolrerank_plugins.records import Edge, ToolSpec
+        >>> cat = Catalog([ToolSpec(i, i) for i in ("login", "token", "delete")])
+        >>> g = ToolGraph.empty(cat)
+        >>> g.add_edges([Edge("login", "token"), Edge("token", "delete")], origin="declared",
+        ...             keep_origin_as="catalog_origin")
+        2
+        >>> [(a, d) for a, _, d, _ in chain_prerequisites(g, "delete", ExpansionConfig(declared_chains=True))]
+        [('token', 1), ('login', 2)]
+    """
+    is_chain = _is_chain_edge(config)
+    out: list[tuple[str, str, int, dict[str, Any]]] = []
+    seen = {tool_id}
+    queue: deque[tuple[str, int]] = deque([(tool_id, 0)])
+    while queue:
+        node, depth = queue.popleft()
+        if depth >= config.chain_depth:
+            continue
+        for pre_id, data in graph.prerequisites(node):
+            if pre_id in seen or not is_chain(data):
+                continue
+            seen.add(pre_id)
+            out.append((pre_id, node, depth + 1, data))
+            queue.append((pre_id, depth + 1))
+    return out
+
+
+def _expand_chains(
+    items: list[ScoredTool],
+    graph: ToolGraph,
+    catalog: Catalog,
+    config: ExpansionConfig,
+    stage: str,
+    top_k: int | None,
+) -> tuple[list[ScoredTool], list[dict[str, Any]]]:
+    """The targets' declared chains placed after the kept targets, within the ranks up to ``top_k``."""
+    _, kept, slots = chain_budget(config, top_k)
+    if slots == 0 or len(items) == 0:
+        return items, []
+    targets = [c.id for c in items[:kept]]
+    block = set(targets)
+    found: list[tuple[str, str, int, dict[str, Any], int, str]] = []  # (api, via, depth, data, target #, target)
+    for n, target in enumerate(targets):
+        found += [(a, via, d, data, n, target) for a, via, d, data in chain_prerequisites(graph, target, config)]
+    if config.chain_order == "depth":
+        found.sort(key=lambda f: (f[2], f[4]))  # stable: each target's breadth-first order within a depth
+    chosen: list[tuple[str, str, int, dict[str, Any], str]] = []
+    taken: set[str] = set()
+    for pre_id, via, depth, data, _, target in found:
+        if len(chosen) >= slots:
+            break
+        if pre_id in block or pre_id in taken or catalog.get(pre_id) is None:
+            continue  # already among the kept targets, or chosen for an earlier target
+        taken.add(pre_id)
+        chosen.append((pre_id, via, depth, data, target))
+    inserted: list[dict[str, Any]] = []
+    pos = min(kept, len(items))
+    for pre_id, via, depth, data, target in chosen:
+        current = _index(items, pre_id)
+        moved = items.pop(current) if current is not None else None
+        score = between(items, pos)
+        items.insert(
+            pos,
+            moved.with_stage(stage, score)
+            if moved is not None
+            else ScoredTool(catalog[pre_id], score, 0, {stage: score}),
+        )
+        inserted.append(
+            {
+                "id": pre_id,
+                "prerequisite_of": via,
+                "for": target,
+                "depth": depth,
+                "from_rank": None if current is None else current + 1,
+                "to_rank": pos + 1,
+                "origin": data["origin"],
+                CATALOG_ORIGIN: data.get(CATALOG_ORIGIN, data["origin"]),
+                "weight": round(float(data["weight"]), 4),
+                "chain": True,
+            }
+        )
+        pos += 1
+    return items, inserted
 
 
 def _expand_direct(
-    items: list[ScoredTool], graph: ToolGraph, catalog: Catalog, config: ExpansionConfig, stage: str
+    items: list[ScoredTool],
+    graph: ToolGraph,
+    catalog: Catalog,
+    config: ExpansionConfig,
+    stage: str,
+    skip: Any = None,
 ) -> tuple[list[ScoredTool], list[dict[str, Any]]]:
     inserted: list[dict[str, Any]] = []
     allowed = None if config.origins is None else set(config.origins)
@@ -173,6 +342,8 @@ def _expand_direct(
                 break
             if data["weight"] < config.min_weight or (allowed is not None and data["origin"] not in allowed):
                 continue
+            if skip is not None and skip(data):
+                continue  # a declared chain's edge: declared_chains places it
             current = next((j for j, c in enumerate(items) if c.id == pre_id), None)
             if current is not None and current < pos:
                 continue  # already ranks above its dependent
@@ -280,7 +451,12 @@ def _fed_inputs(catalog: Catalog, producer: str, consumer: str) -> frozenset[str
 
 
 def _expand_closure(
-    items: list[ScoredTool], graph: ToolGraph, catalog: Catalog, config: ExpansionConfig, stage: str
+    items: list[ScoredTool],
+    graph: ToolGraph,
+    catalog: Catalog,
+    config: ExpansionConfig,
+    stage: str,
+    skip: Any = None,
 ) -> tuple[list[ScoredTool], list[dict[str, Any]]]:
     inserted: list[dict[str, Any]] = []
     budget = config.insert_budget
@@ -339,6 +515,8 @@ def _expand_closure(
         for pre_id, via, depth, data in prerequisite_closure(graph, dep_id, config, rank, catalog):
             if pre_id in placed or pre_id in spilled or catalog.get(pre_id) is None:
                 continue
+            if skip is not None and skip(data):
+                continue  # a declared chain's edge: declared_chains places it
             if config.retrieved_only and pre_id not in retrieved:
                 continue
             current = _index(items, pre_id)

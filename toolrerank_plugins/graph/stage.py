@@ -39,7 +39,7 @@ from toolrerank_plugins.graph.builder import (
     build_graph,
     update_graph,
 )
-from toolrerank_plugins.graph.expansion import ExpansionConfig, expand_prerequisites
+from toolrerank_plugins.graph.expansion import ExpansionConfig, chain_budget, expand_prerequisites
 from toolrerank_plugins.graph.propagation import Direction, propagate
 from toolrerank_plugins.graph.schema_deps import SchemaConfig
 from toolrerank_plugins.graph.tool_graph import GraphError, ToolGraph
@@ -206,10 +206,14 @@ class TGRStage(Stage):
     ) -> list[ScoredTool]:
         if self.graph is None or not self.config.expansion.enabled:
             return candidates
+        expansion = self.config.expansion
         out, inserted = expand_prerequisites(
-            candidates, self.graph, ctx.catalog, self.config.expansion, stage=self.name
+            candidates, self.graph, ctx.catalog, expansion, stage=self.name, top_k=ctx.top_k
         )
         trace["expanded"] = inserted
+        if expansion.declared_chains:
+            k, kept, slots = chain_budget(expansion, ctx.top_k)
+            trace["declared_chains"] = {"top_k": k, "targets_kept": kept, "prerequisite_ranks": slots}
         return out
 
     # -- persistence -----------------------------------------------------------------------------

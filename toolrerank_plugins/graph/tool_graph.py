@@ -36,6 +36,9 @@ logger = logging.getLogger(__name__)
 GRAPH_FORMAT = 1
 #: Origin priority when two sources give the same edge: the more trusted origin is kept.
 ORIGIN_RANK = {"declared": 5, "file": 4, "schema": 3, "llm": 2, "discriminator": 1}
+#: Edge attribute of a ``declared`` edge holding the catalog edge's own ``origin`` (``labelled`` when the owner gave it,
+#: ``derived`` from call data, ``usage`` from the usage log ...); absent on other edges and in graphs saved before it.
+CATALOG_ORIGIN = "catalog_origin"
 
 
 class GraphError(ToolRerankError, ValueError):
@@ -122,12 +125,18 @@ class ToolGraph:
         *,
         origin: str | None = None,
         on_unknown: Literal["error", "drop"] = "error",
+        keep_origin_as: str | None = None,
     ) -> int:
-        """Add edges (``origin`` overrides each edge's own); returns how many were added or upgraded."""
+        """Add edges (``origin`` overrides each edge's own); returns how many were added or upgraded.
+
+        ``keep_origin_as``: the edge attribute that keeps each edge's own origin when ``origin`` overrides it (the
+        declared source keeps the catalog's ``labelled`` / ``derived`` / ``usage`` as ``catalog_origin``).
+        """
         added = 0
         g = self.graph
         for e in edges:
             org = origin or e.origin
+            own = {keep_origin_as: e.origin} if keep_origin_as else {}
             if e.source == e.target:
                 self.dropped["self_loop"] += 1
                 continue
@@ -145,7 +154,7 @@ class ToolGraph:
                 if old["origin"] == org and e.weight > old["weight"]:
                     old["weight"] = float(e.weight)
                 continue
-            g.add_edge(e.source, e.target, origin=org, weight=float(e.weight), type=e.type)
+            g.add_edge(e.source, e.target, origin=org, weight=float(e.weight), type=e.type, **own)
             added += 1
         return added
 
