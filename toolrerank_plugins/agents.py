@@ -29,9 +29,10 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 
 from toolrerank_plugins.catalog import Catalog
-from toolrerank_plugins.engine import Engine
+from toolrerank_plugins.engine import Engine, SearchResult
 from toolrerank_plugins.interop import require_tools
 from toolrerank_plugins.records import ScoredTool, ToolSpec, renumber
+from toolrerank_plugins.retrieval.relevance import RELEVANCE, check_min_relevance
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +248,13 @@ class BaseToolSelector(Generic[T]):
         fail_open: when the search itself raises (an engine or LLM stage failure, a request the engine refuses),
             offer the pinned tools instead of raising, or without pins the catalog's first tools: a selection
             never offers nothing. The reason (:attr:`Ranking.reason`) names the error, which is logged at
-            WARNING. ``False`` (the default): the error propagates.
+            WARNING. ``False`` (the default): the error propagates. With ``min_relevance`` only the pinned
+            tools are offered (possibly none): the catalog's first tools fit the request no better.
+        min_relevance: "no tool fits" (off by default): the engine's ``min_relevance``
+            (:meth:`Engine.search`): tools whose relevance is below it are not offered, so a request may get
+            only the pinned tools, or none. An explicit abstention wins over the fallback that fills a short
+            ranking (dense retriever, partial matches, catalog order): nothing below ``min_relevance`` is added
+            back. :attr:`Ranking.reason` says what was left out and why.
         builder: named in the error when a catalog API has no tool (how to build a selector that has all).
 
     Example:
@@ -274,8 +281,10 @@ class BaseToolSelector(Generic[T]):
         always_include_servers: Iterable[str] = (),
         fail_open: bool = False,
         builder: str = "BaseToolSelector",
+        min_relevance: float | None = None,
     ) -> None:
         require_tools(engine.catalog.ids, tools, builder)
+        self.min_relevance = check_min_relevance(min_relevance)
         self.engine = engine
         self.tool_name = name
         self.tools_by_id: dict[str, T] = dict(tools)
@@ -398,6 +407,13 @@ class BaseToolSelector(Generic[T]):
         k = self._k(k)
         excluded = self._excluded_ids(exclude)
         try:
+            if self.min_relevance is not None:
+                return self._relevant(
+                    query,
+                    self.engine.search_detailed(
+                        query, top_k=k, exclude=excluded, llm=llm, min_relevance=self.min_relevance
+                    ),
+                )
             return self._fill(query, self.engine.search(query, top_k=k, exclude=excluded, llm=llm), k, excluded)
         except Exception as exc:
             if not self.fail_open:
@@ -409,6 +425,13 @@ class BaseToolSelector(Generic[T]):
         k = self._k(k)
         excluded = self._excluded_ids(exclude)
         try:
+            if self.min_relevance is not None:
+                return self._relevant(
+                    query,
+                    await self.engine.asearch_detailed(
+                        query, top_k=k, exclude=excluded, llm=llm, min_relevance=self.min_relevance
+                    ),
+                )
             found = await self.engine.asearch(query, top_k=k, exclude=excluded, llm=llm)
             if self._short(found, k, excluded) <= 0:
                 return Ranking(found)
@@ -418,12 +441,25 @@ class BaseToolSelector(Generic[T]):
                 raise
             return self._failed(query, exc, k, excluded)
 
+    def _relevant(self, query: str, res: SearchResult) -> Ranking:
+        """``min_relevance``: the engine's results as they are, never filled by the fallback (an explicit
+        abstention wins); the reason is the engine's (what was left out and why)."""
+        info = res.trace.get(RELEVANCE)
+        reason = info.get("reason") if isinstance(info, dict) else None
+        if not res.results:
+            reason = (reason or "no tool fits") + (
+                "; only the pinned tools are offered" if self.pinned else "; no tool is offered"
+            )
+        if reason:
+            logger.info("tool selection for %.80r: %s", query, reason)
+        return Ranking(res.results, reason)
+
     def _failed(self, query: str, exc: Exception, k: int, excluded: Sequence[str]) -> Ranking:
         """Fail-open: the search raised, so the selection is the pinned tools, or without pins the catalog's
         first ``k`` tools (never nothing while the catalog has tools that are not excluded)."""
         error = f"{type(exc).__name__}: {exc}"[:300]
         added: list[ScoredTool] = []
-        if not self.pinned:
+        if not self.pinned and self.min_relevance is None:  # with min_relevance: nothing that may not fit
             catalog = self.engine.catalog
             skip = set(excluded)
             for tid in catalog.ids:
@@ -431,7 +467,12 @@ class BaseToolSelector(Generic[T]):
                     break
                 if tid not in skip:
                     added.append(ScoredTool(catalog[tid], 0.0, 0, {FALLBACK_FAILED: 0.0}))
-        what = "only the pinned tools are offered" if self.pinned else f"the catalog's first {len(added)} tools"
+        if self.pinned:
+            what = "only the pinned tools are offered"
+        elif self.min_relevance is not None:
+            what = "no tool is offered (with min_relevance the catalog's first tools are not offered)"
+        else:
+            what = f"the catalog's first {len(added)} tools"
         reason = f"the search failed ({error}); {what} (fail_open)"
         logger.warning("tool selection for %.80r: %s", query, reason, exc_info=exc)
         return Ranking(renumber(added), reason)
@@ -492,7 +533,8 @@ class BaseToolSelector(Generic[T]):
         When the engine ranks fewer tools than that (a BM25 index shares no word with the request), the
         rest come from the engine's dense retriever if it has one, else from the best partial matches
         (:class:`PartialMatcher`), else, when nothing matches and no tool is pinned, from the catalog's
-        order: while the catalog has tools that are not excluded, the selection is never empty.
+        order: while the catalog has tools that are not excluded, the selection is never empty -- unless
+        ``min_relevance`` is set, which may leave only the pinned tools, or none ("no tool fits").
         :meth:`select_detailed` gives the reason with the tools; it is logged at INFO.
         """
         return self.select_detailed(query, k, exclude=exclude, llm=llm).tools

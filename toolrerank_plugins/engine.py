@@ -42,6 +42,13 @@ from toolrerank_plugins.retrieval.base import (
     StoreChanges,
     get_first_stage_type,
 )
+from toolrerank_plugins.retrieval.relevance import (
+    RELEVANCE,
+    RelevanceConfig,
+    RelevanceModel,
+    RelevanceScorer,
+    check_min_relevance,
+)
 from toolrerank_plugins.stages import QueryParts, Stage, StageContext, as_stage, build_stage
 
 if TYPE_CHECKING:
@@ -284,6 +291,11 @@ class Engine:
         self.llm: Any = None
         self._write_lock = threading.Lock()
         self._polled = 0.0  # when the shared store was last polled (time.monotonic())
+        #: the relevance scorer of the latest snapshot a ``min_relevance`` search used (its model carried over)
+        self._relevance: tuple[_Snapshot, RelevanceScorer] | None = None
+        #: how ``min_relevance``'s model is calibrated (read when it is fitted; set it before the first such search)
+        self.relevance_config = RelevanceConfig()
+        self._relevance_lock = threading.Lock()
         self._state = _Snapshot(catalog, first_stage, (), _EngineContext(self, catalog, first_stage))
 
     # -- construction ----------------------------------------------------------------------------
@@ -619,7 +631,15 @@ class Engine:
         wanted = top_k + sum(1 for t in exclude if t in state.catalog)
         return max(wanted, self.config.depth) if state.stages else wanted
 
-    def search(self, query: str, top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None) -> list[ScoredTool]:
+    def search(
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        exclude: Iterable[str] = (),
+        llm: Any = None,
+        min_relevance: float | None = None,
+    ) -> list[ScoredTool]:
         """The ``top_k`` best APIs for ``query``, best first; ids in ``exclude`` are never returned (the
         search goes that much deeper, so ``top_k`` results still come back when the catalog has them).
 
@@ -632,47 +652,86 @@ class Engine:
         agent's own model wrapped by an adapter) that this call's LLM stages use instead of the registered
         or ``engine.llm`` one; budgets, timeouts and fallbacks are the stages' as usual. ``None``: unchanged.
 
+        ``min_relevance`` (every search method and async twin; off by default): "no tool fits". Each result
+        gets the probability that it fits the request (``stage_scores["relevance"]``, from
+        :meth:`relevance_model`; a prerequisite a stage inserted counts as much as the result it serves), and
+        results below ``min_relevance`` are dropped, so a search may return fewer results or none; the trace's
+        ``"relevance"`` entry says what was dropped and why. ``0.0`` scores every result and drops none.
+
         Raises:
             ConfigError: ``llm`` is not an LLM port.
             TypeError: ``query`` is not a string; ``top_k`` is not an int (``None``, ``"3"``, ``2.5``,
                 NaN and ``True`` included); ``exclude`` is a single string or holds a non-string.
                 ``search_batch`` raises it for a single string: a string is not a batch.
-            ValueError: ``top_k`` < 1; ``query`` holds a lone surrogate character (not valid text).
+            ValueError: ``top_k`` < 1; ``query`` holds a lone surrogate character (not valid text);
+                ``min_relevance`` is not a number in [0, 1].
         """
-        return self.search_detailed(query, top_k, exclude=exclude, llm=llm).results
+        return self.search_detailed(query, top_k, exclude=exclude, llm=llm, min_relevance=min_relevance).results
 
     def search_batch(
-        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
+        self,
+        queries: Sequence[str],
+        top_k: int = 5,
+        *,
+        exclude: Iterable[str] = (),
+        llm: Any = None,
+        min_relevance: float | None = None,
     ) -> list[list[ScoredTool]]:
-        return [r.results for r in self.search_batch_detailed(queries, top_k, exclude=exclude, llm=llm)]
+        return [
+            r.results
+            for r in self.search_batch_detailed(queries, top_k, exclude=exclude, llm=llm, min_relevance=min_relevance)
+        ]
 
     def search_detailed(
-        self, query: str, top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        exclude: Iterable[str] = (),
+        llm: Any = None,
+        min_relevance: float | None = None,
     ) -> SearchResult:
         _validate.check_query(query)
-        return self.search_batch_detailed([query], top_k, exclude=exclude, llm=llm)[0]
+        return self.search_batch_detailed([query], top_k, exclude=exclude, llm=llm, min_relevance=min_relevance)[0]
 
     def search_batch_detailed(
-        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
+        self,
+        queries: Sequence[str],
+        top_k: int = 5,
+        *,
+        exclude: Iterable[str] = (),
+        llm: Any = None,
+        min_relevance: float | None = None,
     ) -> list[SearchResult]:
         """Rankings with per-stage traces and timings (first-stage encoding is batched)."""
         top_k = _validate.check_top_k(top_k)  # a plain int (numpy integers too)
         queries = _checked_queries(queries, top_k)
         exclude = _validate.check_exclude(exclude)
+        min_relevance = check_min_relevance(min_relevance)
         with using_llm(llm):  # this thread's LLM stages (resolve_llm) see it until the call returns
-            return self._search_checked(queries, top_k, exclude)
+            return self._search_checked(queries, top_k, exclude, min_relevance)
 
-    def _search_checked(self, queries: list[str], top_k: int, exclude: Any) -> list[SearchResult]:
+    def _search_checked(
+        self, queries: list[str], top_k: int, exclude: Any, min_relevance: float | None
+    ) -> list[SearchResult]:
         if any(map(_validate.is_blank, queries)):  # blank queries rank nothing (docs/engine.md, "Searching")
-            found = iter(self.search_batch_detailed([q for q in queries if q.strip()], top_k, exclude=exclude))
+            nonblank = [q for q in queries if q.strip()]
+            found = iter(self.search_batch_detailed(nonblank, top_k, exclude=exclude, min_relevance=min_relevance))
             return [next(found) if q.strip() else SearchResult(q, [], timings_ms={"total": 0.0}) for q in queries]
         skip = self._excluded(exclude)
         if not queries:
             return []
         self._poll()
-        return self._search(self._state, queries, top_k, skip)
+        return self._search(self._state, queries, top_k, skip, min_relevance)
 
-    def _search(self, state: _Snapshot, queries: list[str], top_k: int, skip: frozenset[str]) -> list[SearchResult]:
+    def _search(
+        self,
+        state: _Snapshot,
+        queries: list[str],
+        top_k: int,
+        skip: frozenset[str],
+        min_relevance: float | None = None,
+    ) -> list[SearchResult]:
         """The sync search over one snapshot (never ``self._state`` again: a change may swap it meanwhile)."""
         depth = self._depth(state, top_k, skip)
         t0 = time.perf_counter()
@@ -683,7 +742,10 @@ class Engine:
             res = SearchResult(q, self._to_scored(state.catalog, hits), timings_ms={"first_stage": first_ms})
             token, k_token = _PREFETCHED.set(pre), _TOP_K.set(top_k)
             try:
-                results.append(_finish(self._run_stages(state, res), top_k, skip))
+                res = self._run_stages(state, res)
+                if min_relevance is not None:
+                    res = self._keep_relevant(state, res, min_relevance, top_k + len(skip))
+                results.append(_finish(res, top_k, skip))
             finally:
                 _TOP_K.reset(k_token)
                 _PREFETCHED.reset(token)
@@ -708,36 +770,75 @@ class Engine:
         return whole, prefetched
 
     async def asearch(
-        self, query: str, top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        exclude: Iterable[str] = (),
+        llm: Any = None,
+        min_relevance: float | None = None,
     ) -> list[ScoredTool]:
         """Async twin of :meth:`search` (same results)."""
-        return (await self.asearch_detailed(query, top_k, exclude=exclude, llm=llm)).results
+        return (
+            await self.asearch_detailed(query, top_k, exclude=exclude, llm=llm, min_relevance=min_relevance)
+        ).results
 
     async def asearch_batch(
-        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
+        self,
+        queries: Sequence[str],
+        top_k: int = 5,
+        *,
+        exclude: Iterable[str] = (),
+        llm: Any = None,
+        min_relevance: float | None = None,
     ) -> list[list[ScoredTool]]:
-        return [r.results for r in await self.asearch_batch_detailed(queries, top_k, exclude=exclude, llm=llm)]
+        return [
+            r.results
+            for r in await self.asearch_batch_detailed(
+                queries, top_k, exclude=exclude, llm=llm, min_relevance=min_relevance
+            )
+        ]
 
     async def asearch_detailed(
-        self, query: str, top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        exclude: Iterable[str] = (),
+        llm: Any = None,
+        min_relevance: float | None = None,
     ) -> SearchResult:
         _validate.check_query(query)
-        return (await self.asearch_batch_detailed([query], top_k, exclude=exclude, llm=llm))[0]
+        return (
+            await self.asearch_batch_detailed([query], top_k, exclude=exclude, llm=llm, min_relevance=min_relevance)
+        )[0]
 
     async def asearch_batch_detailed(
-        self, queries: Sequence[str], top_k: int = 5, *, exclude: Iterable[str] = (), llm: Any = None
+        self,
+        queries: Sequence[str],
+        top_k: int = 5,
+        *,
+        exclude: Iterable[str] = (),
+        llm: Any = None,
+        min_relevance: float | None = None,
     ) -> list[SearchResult]:
         """Async twin: natively async stages (LLM stages) are awaited, CPU work runs in a thread."""
         top_k = _validate.check_top_k(top_k)  # a plain int (numpy integers too)
         queries = _checked_queries(queries, top_k)
         exclude = _validate.check_exclude(exclude)
+        min_relevance = check_min_relevance(min_relevance)
         # this task's LLM stages see ``llm`` (the worker threads and tasks started below inherit it)
         with using_llm(llm):
-            return await self._asearch_checked(queries, top_k, exclude)
+            return await self._asearch_checked(queries, top_k, exclude, min_relevance)
 
-    async def _asearch_checked(self, queries: list[str], top_k: int, exclude: Any) -> list[SearchResult]:
+    async def _asearch_checked(
+        self, queries: list[str], top_k: int, exclude: Any, min_relevance: float | None
+    ) -> list[SearchResult]:
         if any(map(_validate.is_blank, queries)):  # blank queries rank nothing, as in the sync twin
-            found = iter(await self.asearch_batch_detailed([q for q in queries if q.strip()], top_k, exclude=exclude))
+            nonblank = [q for q in queries if q.strip()]
+            found = iter(
+                await self.asearch_batch_detailed(nonblank, top_k, exclude=exclude, min_relevance=min_relevance)
+            )
             return [next(found) if q.strip() else SearchResult(q, [], timings_ms={"total": 0.0}) for q in queries]
         skip = self._excluded(exclude)
         if not queries:
@@ -746,7 +847,7 @@ class Engine:
             await asyncio.to_thread(self._poll)  # a query to the store: not on the event loop
         state = self._state
         if not any(s.native_async for s in state.stages):
-            return await asyncio.to_thread(self._search, state, queries, top_k, skip)
+            return await asyncio.to_thread(self._search, state, queries, top_k, skip, min_relevance)
         depth = self._depth(state, top_k, skip)
         t0 = time.perf_counter()
         first, prefetched = await asyncio.to_thread(self._first_search, state, queries, depth)
@@ -756,9 +857,81 @@ class Engine:
             res = SearchResult(q, self._to_scored(state.catalog, hits), timings_ms={"first_stage": first_ms})
             _PREFETCHED.set(pre)  # this task's own context (gather runs each coroutine as a task)
             _TOP_K.set(top_k)
-            return _finish(await self._arun_stages(state, res), top_k, skip)
+            res = await self._arun_stages(state, res)
+            if min_relevance is not None:  # features and the model's first fit: CPU work, in a thread
+                res = await asyncio.to_thread(self._keep_relevant, state, res, min_relevance, top_k + len(skip))
+            return _finish(res, top_k, skip)
 
         return list(await asyncio.gather(*(one(q, h, p) for q, h, p in zip(queries, first, prefetched))))
+
+    # -- "no tool fits" ---------------------------------------------------------------------------
+    def relevance_model(self) -> RelevanceModel:
+        """The model behind ``min_relevance`` for the current catalog (see
+        :mod:`toolrerank_plugins.retrieval.relevance`): fitted without labels on pseudo-requests built from the
+        catalog's own texts, on the first ``min_relevance`` search or this call (seconds for 50,000 APIs), and
+        kept while later changes add, update or remove at most 5 % of the APIs since that fit; not saved (a
+        loaded engine fits it again, the same model for the same catalog)."""
+        return self._relevance_scorer(self._state).model
+
+    def _relevance_scorer(self, state: _Snapshot) -> RelevanceScorer:
+        with self._relevance_lock:  # one fit, however many threads ask at once
+            held = self._relevance
+            if held is not None and held[0] is state and held[1].config == self.relevance_config:
+                return held[1]
+            scorer = RelevanceScorer(
+                state.catalog,
+                state.first_stage,
+                lambda: self._embedder_for(state.first_stage),
+                self.render,
+                self.relevance_config,
+            )
+            if held is not None and held[1].config == self.relevance_config:
+                before = held[1]
+                changed = len(set(before.catalog.ids).symmetric_difference(state.catalog.ids))
+                if before.fitted and changed <= max(1, len(state.catalog) // 20):
+                    scorer.adopt(before)  # a few APIs changed: the same model, this catalog's features
+            self._relevance = (state, scorer)
+            return scorer
+
+    def _keep_relevant(self, state: _Snapshot, res: SearchResult, min_relevance: float, n: int) -> SearchResult:
+        """The first ``n`` results scored for relevance; those below ``min_relevance`` dropped (trace: why)."""
+        scorer = self._relevance_scorer(state)
+        head, candidates = res.results[:n], [r.id for r in res.results]
+        plan = _query_parts(state.stages, res.query)
+        texts = [res.query, *(plan.parts if plan is not None else ())]
+        inherits: dict[str, str] = {}
+        for trace in res.trace.values():  # a prerequisite a stage inserted counts as the result it serves
+            for entry in trace.get("expanded", ()) if isinstance(trace, dict) else ():
+                if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+                    serves = entry.get("prerequisite_of") or entry.get("for")
+                    if isinstance(serves, str):
+                        inherits.setdefault(entry["id"], serves)
+        t = time.perf_counter()
+        probs = scorer.score(texts, head, candidates, inherits)
+        scored = [r.with_stage(RELEVANCE, p, final=False) for r, p in zip(head, probs)]
+        kept = [r for r in scored if r.stage_scores[RELEVANCE] >= min_relevance]
+        dropped = [{"id": r.id, "relevance": round(r.stage_scores[RELEVANCE], 4)} for r in scored if r not in kept]
+        if not scored:
+            reason = "nothing was ranked"
+        elif not kept:
+            best = max(scored, key=lambda r: r.stage_scores[RELEVANCE])
+            top = best.stage_scores[RELEVANCE]
+            reason = f"no tool fits: no result reached relevance {min_relevance:g} (best {top:.2f}: {best.id!r})"
+        elif dropped:
+            reason = f"{len(dropped)} of {len(scored)} results below relevance {min_relevance:g} dropped"
+        else:
+            reason = None
+        res.trace[RELEVANCE] = {
+            "min_relevance": min_relevance,
+            "kept": len(kept),
+            "dropped": dropped,
+            "abstained": bool(scored) and not kept,
+            "reason": reason,
+            "model": scorer.model.to_dict(),
+        }
+        res.results = renumber(kept)
+        res.timings_ms[RELEVANCE] = (time.perf_counter() - t) * 1000
+        return res
 
     def _run_stages(self, state: _Snapshot, res: SearchResult) -> SearchResult:
         """Each stage in turn over ``res.results``, recording its trace and time in ``res``."""
