@@ -83,6 +83,10 @@ class ToolRerankMiddleware(AgentMiddleware[ToolRerankState, Any, Any]):
         max_offered: with ``stable``, most catalog tools offered at once (``None``: unbounded).
         on_full: with ``stable``, ``"restart"`` or ``"keep"`` when a selection does not fit
             (:data:`toolrerank_plugins.selection.OnFull`).
+        min_relevance: "no tool fits" (off by default): catalog tools whose relevance is below it are not
+            offered, so a request may get only the pinned tools, or no catalog tool, and the model answers
+            without them; it wins over the fallback that fills a short selection, and a failed search then offers
+            only the pins (the core's ``BaseToolSelector``; the reason is in the selection state).
 
     Example:
         >>> from langchain.agents import create_agent
@@ -126,6 +130,7 @@ class ToolRerankMiddleware(AgentMiddleware[ToolRerankState, Any, Any]):
         stable: bool = False,
         max_offered: int | None = None,
         on_full: OnFull = "restart",
+        min_relevance: float | None = None,
     ) -> None:
         super().__init__()
         self.selector = ToolSelector(
@@ -135,6 +140,7 @@ class ToolRerankMiddleware(AgentMiddleware[ToolRerankState, Any, Any]):
             always_include=always_include,
             always_include_servers=always_include_servers,
             fail_open=fail_open,
+            min_relevance=min_relevance,
         )
         self.llm = ChatModelLLM(llm, config=_internal("toolrerank")) if isinstance(llm, BaseChatModel) else llm
         self.use_agent_model = use_agent_model

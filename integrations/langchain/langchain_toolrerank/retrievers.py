@@ -25,6 +25,9 @@ class ToolRerankRetriever(BaseRetriever):
     Args:
         engine: a built or loaded :class:`~toolrerank_plugins.engine.Engine`.
         k: how many tools to return (override per call with ``invoke(query, k=...)``).
+        min_relevance: "no tool fits" (off by default): tools whose relevance is below it are not returned, so
+            a query may get fewer documents or none (the engine's ``min_relevance``; each document's
+            ``stage_scores`` then holds its ``relevance``).
 
     Example:
         >>> from toolrerank_plugins.testing import tiny_catalog
@@ -38,6 +41,7 @@ class ToolRerankRetriever(BaseRetriever):
 
     engine: Engine
     k: int = Field(5, ge=1)
+    min_relevance: float | None = Field(None, ge=0.0, le=1.0)
 
     @classmethod
     def from_catalog(
@@ -60,11 +64,11 @@ class ToolRerankRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None
     ) -> list[Document]:
-        results = self.engine.search(query, top_k=self.k if k is None else k)
+        results = self.engine.search(query, top_k=self.k if k is None else k, min_relevance=self.min_relevance)
         return [scored_to_document(st, self.engine.render) for st in results]
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None
     ) -> list[Document]:
-        results = await self.engine.asearch(query, top_k=self.k if k is None else k)
+        results = await self.engine.asearch(query, top_k=self.k if k is None else k, min_relevance=self.min_relevance)
         return [scored_to_document(st, self.engine.render) for st in results]

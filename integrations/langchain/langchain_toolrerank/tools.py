@@ -33,6 +33,8 @@ class ToolSelector(BaseToolSelector[BaseTool]):
             every request.
         fail_open: when the search fails, bind the pinned tools instead of raising (the core's
             ``BaseToolSelector``).
+        min_relevance: "no tool fits" (off by default): tools whose relevance is below it are not bound, so a
+            request may get only the pinned tools or none (the core's ``BaseToolSelector``).
 
     Example:
         >>> from langchain_core.tools import tool
@@ -59,6 +61,7 @@ class ToolSelector(BaseToolSelector[BaseTool]):
         always_include: Iterable[str | BaseTool] = (),
         always_include_servers: Iterable[str] = (),
         fail_open: bool = False,
+        min_relevance: float | None = None,
     ) -> None:
         super().__init__(
             engine,
@@ -69,6 +72,7 @@ class ToolSelector(BaseToolSelector[BaseTool]):
             always_include_servers=always_include_servers,
             fail_open=fail_open,
             builder="ToolSelector.from_tools",
+            min_relevance=min_relevance,
         )
 
     @classmethod

@@ -14,6 +14,7 @@ from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.encoders import Embedder
 from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.interop import check_top_k
+from toolrerank_plugins.retrieval.relevance import check_min_relevance
 
 
 class ToolRerankRetriever(BaseRetriever):
@@ -25,6 +26,8 @@ class ToolRerankRetriever(BaseRetriever):
     Args:
         engine: a built or loaded :class:`~toolrerank_plugins.engine.Engine`.
         similarity_top_k: how many tools to return.
+        min_relevance: "no tool fits" (off by default): tools whose relevance is below it are not returned, so
+            a query may get fewer nodes or none (the engine's ``min_relevance``).
 
     Example:
         >>> from toolrerank_plugins.testing import tiny_catalog
@@ -41,9 +44,11 @@ class ToolRerankRetriever(BaseRetriever):
         *,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        min_relevance: float | None = None,
     ) -> None:
         self.engine = engine
         self.similarity_top_k = check_top_k(similarity_top_k, name="similarity_top_k")
+        self.min_relevance = check_min_relevance(min_relevance)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
@@ -65,9 +70,13 @@ class ToolRerankRetriever(BaseRetriever):
         return cls(Engine.load(path), similarity_top_k, **kwargs)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        results = self.engine.search(query_bundle.query_str, top_k=self.similarity_top_k)
+        results = self.engine.search(
+            query_bundle.query_str, top_k=self.similarity_top_k, min_relevance=self.min_relevance
+        )
         return [scored_to_node(st, self.engine.render) for st in results]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        results = await self.engine.asearch(query_bundle.query_str, top_k=self.similarity_top_k)
+        results = await self.engine.asearch(
+            query_bundle.query_str, top_k=self.similarity_top_k, min_relevance=self.min_relevance
+        )
         return [scored_to_node(st, self.engine.render) for st in results]

@@ -99,6 +99,10 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
             starts another); tool-name lookups are unaffected.
         max_offered: with ``stable``, most tools offered at once (``None``: unbounded).
         on_full: with ``stable``, ``"restart"`` or ``"keep"`` when a request's tools do not fit.
+        min_relevance: "no tool fits" (off by default): tools whose relevance is below it are not offered, so
+            a request may get only the pinned tools or none; it wins over the fallback that fills a short
+            selection, and a failed search then offers only the pins (the core's ``BaseToolSelector``;
+            ``retrieve_nodes`` shows the reason). Tool-name lookups are unaffected.
 
     Example:
         >>> from llama_index.core.tools import FunctionTool
@@ -127,6 +131,7 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
         stable: bool = False,
         max_offered: int | None = None,
         on_full: OnFull = "restart",
+        min_relevance: float | None = None,
     ) -> None:
         by_id = dict(tools) if isinstance(tools, Mapping) else {t.metadata.name or "": t for t in tools}
         retriever = ToolRerankRetriever(engine, similarity_top_k)  # checks similarity_top_k
@@ -140,6 +145,7 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
             always_include_servers=always_include_servers,
             fail_open=fail_open,
             builder="ToolRerankToolRetriever.from_tools",
+            min_relevance=min_relevance,
         )
         if max_offered is not None and max_offered < retriever.similarity_top_k:
             raise ValueError(f"max_offered={max_offered} must be >= similarity_top_k={retriever.similarity_top_k}")
