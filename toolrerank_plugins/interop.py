@@ -131,9 +131,11 @@ def engine_for_tools(
     *,
     embedder: Embedder | None = None,
     source: str = "<tools>",
+    resources: Mapping[str, Any] | None = None,
 ) -> Engine:
     """An engine over a framework's tools, converted to specs (id = tool name) by the adapter; without a
-    ``config``, the recommended pipeline (:func:`~toolrerank_plugins.config.default_config`).
+    ``config``, the recommended pipeline (:func:`~toolrerank_plugins.config.default_config`). ``resources``: live
+    objects for the first stage (a PostgreSQL pool, see :mod:`toolrerank_plugins.postgres`).
 
     Example:
         >>> engine = engine_for_tools([ToolSpec("get_weather", "get_weather", "Weather forecast")],
@@ -141,7 +143,8 @@ def engine_for_tools(
         >>> engine.catalog.ids
         ['get_weather']
     """
-    return Engine.build(Catalog(list(specs), source=source), config or default_config(), embedder=embedder)
+    catalog = Catalog(list(specs), source=source)
+    return Engine.build(catalog, config or default_config(), embedder=embedder, resources=resources)
 
 
 def ids_by_function_name(engine: Engine | None, explicit: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -169,16 +169,38 @@ class ToolRerankMiddleware(AgentMiddleware[ToolRerankState, Any, Any]):
         config: EngineConfig | None = None,
         *,
         embedder: Embedder | None = None,
+        resources: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> ToolRerankMiddleware:
         """Index LangChain tools (names, descriptions, argument schemas; id = tool name) and select among them.
 
-        ``kwargs``: the constructor's keyword arguments (``max_tools``, ``always_include``, ...).
+        ``resources``: live objects for the first stage, e.g. ``{"postgres": pool}`` with
+        ``toolrerank_plugins.postgres.postgres_config()`` to keep the index in PostgreSQL, where workers that start
+        later find it (:meth:`from_postgres`). ``kwargs``: the constructor's keyword arguments (``max_tools``,
+        ``always_include``, ...).
         """
         engine = engine_for_tools(
-            [tool_to_spec(t) for t in tools], config, embedder=embedder, source="<langchain tools>"
+            [tool_to_spec(t) for t in tools], config, embedder=embedder, source="<langchain tools>", resources=resources
         )
         return cls(engine, tools, **kwargs)
+
+    @classmethod
+    def from_postgres(
+        cls,
+        pool: Any,
+        tools: Sequence[BaseTool],
+        *,
+        table: str = "toolrerank",
+        embedder: Embedder | None = None,
+        **kwargs: Any,
+    ) -> ToolRerankMiddleware:
+        """Select among ``tools`` with the engine a PostgreSQL store holds (built by :meth:`from_tools` with
+        ``resources={"postgres": pool}`` in another process): nothing is encoded, the catalog and its index are
+        read from the store (:func:`toolrerank_plugins.postgres.connect_engine`). ``pool``: a
+        ``psycopg_pool.ConnectionPool`` or a conninfo string."""
+        from toolrerank_plugins.postgres import connect_engine
+
+        return cls(connect_engine(pool, table=table, embedder=embedder), tools, **kwargs)
 
     @property
     def engine(self) -> Engine:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +60,29 @@ class ToolRerankRetriever(BaseRetriever):
         *,
         embedder: Embedder | None = None,
         similarity_top_k: int = 5,
+        resources: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> ToolRerankRetriever:
-        """Build an engine over ``catalog`` (see :meth:`Engine.build`) and wrap it."""
-        return cls(Engine.build(catalog, config, embedder=embedder), similarity_top_k, **kwargs)
+        """Build an engine over ``catalog`` (see :meth:`Engine.build`; ``resources`` such as a PostgreSQL pool for a
+        first stage kept in a database) and wrap it."""
+        return cls(Engine.build(catalog, config, embedder=embedder, resources=resources), similarity_top_k, **kwargs)
+
+    @classmethod
+    def from_postgres(
+        cls,
+        pool: Any,
+        *,
+        table: str = "toolrerank",
+        embedder: Embedder | None = None,
+        similarity_top_k: int = 5,
+        **kwargs: Any,
+    ) -> ToolRerankRetriever:
+        """Wrap the engine a PostgreSQL store holds (:func:`toolrerank_plugins.postgres.connect_engine`): a worker
+        that starts after the store was built finds the catalog without encoding it. ``pool``: a
+        ``psycopg_pool.ConnectionPool`` or a conninfo string."""
+        from toolrerank_plugins.postgres import connect_engine
+
+        return cls(connect_engine(pool, table=table, embedder=embedder), similarity_top_k, **kwargs)
 
     @classmethod
     def from_path(cls, path: str | Path, *, similarity_top_k: int = 5, **kwargs: Any) -> ToolRerankRetriever:

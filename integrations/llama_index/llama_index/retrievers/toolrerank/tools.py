@@ -170,14 +170,41 @@ class ToolRerankToolRetriever(ObjectRetriever[BaseTool]):
         embedder: Embedder | None = None,
         similarity_top_k: int = 5,
         llm: Any = None,
+        resources: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> ToolRerankToolRetriever:
         """Index LlamaIndex tools (names, descriptions, argument schemas) and retrieve among them.
 
-        ``kwargs``: the constructor's keyword arguments (``always_include``, ``stable`` ...)."""
+        ``resources``: live objects for the first stage (e.g. ``{"postgres": pool}`` with
+        ``toolrerank_plugins.postgres.postgres_config()``; workers then use :meth:`from_postgres`). ``kwargs``: the
+        constructor's keyword arguments (``always_include``, ``stable`` ...)."""
         engine = engine_for_tools(
-            [tool_to_spec(t) for t in tools], config, embedder=embedder, source="<llama_index tools>"
+            [tool_to_spec(t) for t in tools],
+            config,
+            embedder=embedder,
+            source="<llama_index tools>",
+            resources=resources,
         )
+        return cls(engine, tools, similarity_top_k=similarity_top_k, llm=llm, **kwargs)
+
+    @classmethod
+    def from_postgres(
+        cls,
+        pool: Any,
+        tools: Sequence[BaseTool],
+        *,
+        table: str = "toolrerank",
+        embedder: Embedder | None = None,
+        similarity_top_k: int = 5,
+        llm: Any = None,
+        **kwargs: Any,
+    ) -> ToolRerankToolRetriever:
+        """Retrieve among ``tools`` with the engine a PostgreSQL store holds (built by :meth:`from_tools` with
+        ``resources={"postgres": pool}`` elsewhere): nothing is encoded (:func:`toolrerank_plugins.postgres.
+        connect_engine`). ``pool``: a ``psycopg_pool.ConnectionPool`` or a conninfo string."""
+        from toolrerank_plugins.postgres import connect_engine
+
+        engine = connect_engine(pool, table=table, embedder=embedder)
         return cls(engine, tools, similarity_top_k=similarity_top_k, llm=llm, **kwargs)
 
     @classmethod
