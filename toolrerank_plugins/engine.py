@@ -876,7 +876,8 @@ class Engine:
     def _relevance_scorer(self, state: _Snapshot) -> RelevanceScorer:
         with self._relevance_lock:  # one fit, however many threads ask at once
             held = self._relevance
-            if held is not None and held[0] is state and held[1].config == self.relevance_config:
+            same_fit = held is not None and held[1].config.fits_like(self.relevance_config)
+            if held is not None and held[0] is state and same_fit:
                 return held[1]
             scorer = RelevanceScorer(
                 state.catalog,
@@ -885,7 +886,7 @@ class Engine:
                 self.render,
                 self.relevance_config,
             )
-            if held is not None and held[1].config == self.relevance_config:
+            if held is not None and same_fit:
                 before = held[1]
                 changed = len(set(before.catalog.ids).symmetric_difference(state.catalog.ids))
                 if before.fitted and changed <= max(1, len(state.catalog) // 20):
@@ -909,7 +910,11 @@ class Engine:
         t = time.perf_counter()
         probs = scorer.score(texts, head, candidates, inherits)
         scored = [r.with_stage(RELEVANCE, p, final=False) for r, p in zip(head, probs)]
-        kept = [r for r in scored if r.stage_scores[RELEVANCE] >= min_relevance]
+        if self.relevance_config.scope == "query":  # all or nothing, by the best result
+            fits = any(r.stage_scores[RELEVANCE] >= min_relevance for r in scored)
+            kept = scored if fits else []
+        else:
+            kept = [r for r in scored if r.stage_scores[RELEVANCE] >= min_relevance]
         dropped = [{"id": r.id, "relevance": round(r.stage_scores[RELEVANCE], 4)} for r in scored if r not in kept]
         if not scored:
             reason = "nothing was ranked"

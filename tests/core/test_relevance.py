@@ -154,3 +154,16 @@ def test_a_low_threshold_keeps_the_ranking() -> None:
     ranking = selector.rank("send an email message")
     assert [r.id for r in ranking.results] == [r.id for r in _bm25_selector().rank("send an email message").results]
     assert all(RELEVANCE in r.stage_scores for r in ranking.results) and ranking.reason is None
+
+
+def test_query_scope_keeps_all_results_or_none() -> None:
+    engine = Engine.build(tiny_catalog(), EngineConfig(retriever="dense", stages=[]), embedder=FakeEmbedder())
+    scored = _relevance(engine.search(EMAIL, top_k=5, min_relevance=0.0))
+    best = max(scored)
+    assert min(scored) < best  # a threshold between them drops results under the per-result rule ...
+    assert len(engine.search(EMAIL, top_k=5, min_relevance=best)) < 5
+    model = engine.relevance_model()
+    engine.relevance_config = RelevanceConfig(scope="query")  # ... and none under the query rule
+    assert len(engine.search(EMAIL, top_k=5, min_relevance=best)) == 5
+    assert engine.relevance_model() is model  # the scope is read by the search: no second fit
+    assert engine.search(EMAIL, top_k=5, min_relevance=min(1.0, best + 1e-6)) == []

@@ -72,6 +72,12 @@ class RelevanceConfig(ConfigModel):
         depth: candidates per request over which ``standing`` is measured.
         seed: the draw's seed (the same catalog gives the same model).
         l2: ridge penalty of the logistic fit.
+        pseudo_query_name: keep the drawn API's own name words in its pseudo-request (more literal).
+        pseudo_query_noise: share of a pseudo-request's words replaced by words of other APIs' descriptions.
+        calibration: ``no_fit_share`` (a result's relevance is the share of pseudo "no tool fits" cases it
+            scores above) or ``logistic`` (the model's own probability; far too strict on real requests).
+        scope: what ``min_relevance`` drops: ``result`` (every result below it) or ``query`` (all results when
+            the best one is below it, none otherwise: fewer relevant results lost, measured).
     """
 
     pseudo_queries: int = Field(256, ge=8)
@@ -79,6 +85,12 @@ class RelevanceConfig(ConfigModel):
     pseudo_query_name: bool = False
     pseudo_query_noise: float = Field(0.0, ge=0.0, lt=1.0)
     calibration: Literal["no_fit_share", "logistic"] = "no_fit_share"
+    scope: Literal["result", "query"] = "result"
+
+    def fits_like(self, other: RelevanceConfig) -> bool:
+        """Whether ``other`` gives the same model (it may differ in ``scope``, which only the search reads)."""
+        return self.model_dump(exclude={"scope"}) == other.model_dump(exclude={"scope"})
+
     depth: int = Field(50, ge=5)
     seed: int = 0
     l2: float = Field(1.0, ge=0.0)
