@@ -7,7 +7,7 @@ Both engines share the catalog vectors (no encoding of documents is timed), and 
 
 Usage::
 
-    OMP_NUM_THREADS=1 python benchmarks/default_latency.py --data ../shared/data --datasets bundled api-bank \\
+    python benchmarks/default_latency.py --threads 1 --data ../shared/data --datasets bundled api-bank \\
         --cache-dir runs/emb --toolbench-engine runs/engines/toolbench-hybrid
 """
 
@@ -18,6 +18,7 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from default_pipeline import _cache  # sibling script (benchmarks/ is on sys.path when run)
@@ -38,14 +39,28 @@ def _vectors(ds: str, cache_dir: Path | None, toolbench_engine: Path | None) -> 
     return _cache(cache_dir, ds)
 
 
+def _config(name: str, threads: int | None) -> Any:
+    cfg = pipeline_config(name)
+    if threads is None:
+        return cfg
+    return pipeline_config(name, dense={**cfg.dense.model_dump(), "torch_threads": threads})
+
+
 def measure(
-    data: Path, ds: str, *, rounds: int, limit: int | None, cache_dir: Path | None, toolbench_engine: Path | None
+    data: Path,
+    ds: str,
+    *,
+    rounds: int,
+    limit: int | None,
+    cache_dir: Path | None,
+    toolbench_engine: Path | None,
+    threads: int | None = None,
 ) -> dict[str, float]:
     folder = Path(default_catalog_path()) if ds == "bundled" else data / ds
     catalog = load_catalog(folder)
     queries = [q.query for q in load_queries(folder) if q.split == "dev"][:limit]
     cache = _vectors(ds, cache_dir, toolbench_engine)
-    engines = {name: Engine.build(catalog, pipeline_config(name), embedding_cache=cache) for name in PIPELINES}
+    engines = {name: Engine.build(catalog, _config(name, threads), embedding_cache=cache) for name in PIPELINES}
     for engine in engines.values():  # warm-up: models loaded, caches filled
         for q in queries[:20]:
             engine.search(q, top_k=10)
@@ -76,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, help="at most this many dev queries per dataset")
     ap.add_argument("--cache-dir", type=Path)
     ap.add_argument("--toolbench-engine", type=Path)
+    ap.add_argument("--threads", type=int, help="torch intra-op threads of every encode (default: the library's)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     results = {}
@@ -87,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             limit=args.limit,
             cache_dir=args.cache_dir,
             toolbench_engine=args.toolbench_engine,
+            threads=args.threads,
         )
         print(ds, json.dumps(results[ds]), flush=True)
     if args.out:

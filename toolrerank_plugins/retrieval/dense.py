@@ -136,7 +136,9 @@ class DenseRetriever(FirstStage):
         self.embedder: Embedder = embedder or make_encoder(self.config)
         self._ids: list[str] = []
         self._keys: list[str] = []
-        self._emb = np.zeros((0, 0), dtype=np.float32)
+        #: the raw document vectors, kept apart only while a document transform is installed (the index then holds
+        #: the transformed ones); otherwise None and the faiss index holds the one copy (:meth:`_raw`)
+        self._emb: np.ndarray | None = None
         self._index: Any = None
         self._rows: dict[str, int] = {}
         self._row_ids: list[str] | None = None
@@ -173,12 +175,35 @@ class DenseRetriever(FirstStage):
             if r is None:
                 return None
             rows.append(r)
-        return np.asarray(self._emb[rows], dtype=np.float32)
+        if self._emb is not None:
+            return np.asarray(self._emb[rows], dtype=np.float32)
+        if not rows:
+            return np.zeros((0, self._dim()), dtype=np.float32)
+        return np.asarray(self._index.reconstruct_batch(np.asarray(rows, dtype=np.int64)), dtype=np.float32)
 
     @property
     def embeddings(self) -> np.ndarray:
-        """Raw (untransformed) document embeddings, one row per id in :attr:`ids`."""
-        return self._emb
+        """Raw (untransformed) document embeddings, one row per id in :attr:`ids` (a copy read from the index when
+        no transform is installed)."""
+        return self._raw()
+
+    def _raw(self) -> np.ndarray:
+        """The raw document vectors: kept apart only while a document transform is installed; otherwise read
+        from the faiss index, which holds the one copy of them a serving process keeps."""
+        if self._emb is not None:
+            return self._emb
+        index = self._index
+        if index is None or index.ntotal == 0:
+            return np.zeros((0, self._dim()), dtype=np.float32)
+        return np.asarray(index.reconstruct_n(0, index.ntotal), dtype=np.float32)
+
+    def _dim(self) -> int:
+        return int(self._index.d) if self._index is not None else int(self.embedder.dimension)
+
+    @staticmethod
+    def _kept(emb: np.ndarray, transform: DocTransform | None) -> np.ndarray | None:
+        """What ``_emb`` keeps of new raw vectors: them while a transform makes the index hold other vectors."""
+        return emb if transform is not None else None
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         return self.embedder.encode(list(texts), batch_size=self.config.batch_size)
@@ -206,18 +231,19 @@ class DenseRetriever(FirstStage):
             emb[todo] = new
         ids = list(ids)
         index = self._make_index(ids, emb, self.doc_transform)
-        self._ids, self._keys, self._emb, self._index = ids, keys, emb, index
+        self._ids, self._keys, self._emb, self._index = ids, keys, self._kept(emb, self.doc_transform), index
 
     def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
         _check_batch(ids, texts)
         if not ids:
             return
         new = np.asarray(self._encode(texts), dtype=np.float32)
-        emb = new if self._emb.size == 0 else np.vstack([self._emb, new])
+        old = self._raw()
+        emb = new if old.size == 0 else np.vstack([old, new])
         all_ids = [*self._ids, *ids]  # a new list: row lookups keyed on the old one are rebuilt
         keys = [*self._aligned_keys(), *(text_key(t) for t in texts)]
         index = self._make_index(all_ids, emb, self.doc_transform)
-        self._ids, self._keys, self._emb, self._index = all_ids, keys, emb, index
+        self._ids, self._keys, self._emb, self._index = all_ids, keys, self._kept(emb, self.doc_transform), index
 
     def update(self, ids: Sequence[str], texts: Sequence[str]) -> None:
         """Re-encode the texts of indexed ``ids``; their rows (positions in :attr:`ids`) do not move."""
@@ -226,13 +252,14 @@ class DenseRetriever(FirstStage):
             return
         rows = self._rows_of(ids)
         new = np.asarray(self._encode(texts), dtype=np.float32)
-        emb = self._emb.copy()
+        emb = self._raw().copy()
         emb[rows] = new
         keys = self._aligned_keys()
         for r, t in zip(rows, texts):
             keys[r] = text_key(t)
         index = self._make_index(self._ids, emb, self.doc_transform)
-        self._keys, self._emb, self._index = keys, emb, index  # ids and their rows are unchanged
+        # ids and their rows are unchanged
+        self._keys, self._emb, self._index = keys, self._kept(emb, self.doc_transform), index
 
     def remove(self, ids: Sequence[str]) -> None:
         gone = set(ids)
@@ -240,20 +267,21 @@ class DenseRetriever(FirstStage):
         kept_ids = [self._ids[i] for i in keep]
         old_keys = self._aligned_keys()
         keys = [old_keys[i] for i in keep]
-        emb = self._emb[keep]
+        emb = self._raw()[keep]
         index = self._make_index(kept_ids, emb, self.doc_transform)
-        self._ids, self._keys, self._emb, self._index = kept_ids, keys, emb, index
+        self._ids, self._keys, self._emb, self._index = kept_ids, keys, self._kept(emb, self.doc_transform), index
 
     def refresh(self) -> None:
         """Rebuild the faiss index from cached embeddings (e.g. after changing :attr:`doc_transform`)."""
         self._rebuild_index()
 
     def set_document_transform(self, transform: DocTransform | None) -> None:
-        index = self._make_index(self._ids, self._emb, transform)
-        self.doc_transform, self._index = transform, index
+        raw = self._raw()
+        index = self._make_index(self._ids, raw, transform)
+        self.doc_transform, self._emb, self._index = transform, self._kept(raw, transform), index
 
     def indexed_embeddings(self) -> np.ndarray:
-        return self._transformed(self._ids, self._emb, self.doc_transform)
+        return self._transformed(self._ids, self._raw(), self.doc_transform)
 
     @staticmethod
     def _transformed(ids: list[str], emb: np.ndarray, transform: DocTransform | None) -> np.ndarray:
@@ -279,7 +307,7 @@ class DenseRetriever(FirstStage):
         return [pos[t] for t in ids]
 
     def _rebuild_index(self) -> None:
-        self._index = self._make_index(self._ids, self._emb, self.doc_transform)
+        self._index = self._make_index(self._ids, self._raw(), self.doc_transform)
 
     def _make_index(self, ids: list[str], raw: np.ndarray, transform: DocTransform | None) -> Any:
         """A new faiss index over ``raw`` (after ``transform``); nothing on ``self`` changes."""
@@ -377,7 +405,7 @@ class DenseRetriever(FirstStage):
         faiss = require("faiss")
         path = root / self.name
         path.mkdir(parents=True, exist_ok=True)
-        write_atomic(path / "embeddings.npy", npy_bytes(self._emb))
+        write_atomic(path / "embeddings.npy", npy_bytes(self._raw()))
         write_atomic(path / "ids.json", json.dumps({"ids": self._ids, "text_keys": self._keys}))
         if self._index is not None:
             _write_index(faiss, self._index, path / "faiss.index")
@@ -425,7 +453,8 @@ class DenseRetriever(FirstStage):
                 f"{path}: index was built with encoder {model_id!r} but the config loads "
                 f"{self.embedder.model_id!r}; rebuild the index or use the same model"
             )
-        self._ids, self._keys, self._emb = ids, list(keys or []), emb.astype(np.float32)
+        self._ids, self._keys = ids, list(keys or [])
+        self._emb = emb.astype(np.float32)  # until the index is read (below): then the index holds the one copy
         index_file = path / "faiss.index"
         if index_file.exists():
             try:
@@ -440,11 +469,17 @@ class DenseRetriever(FirstStage):
                 )
         else:
             self._rebuild_index()
+        # An index saved with a transform installed (TGR propagation) holds transformed vectors: keep the raw ones
+        # then (the engine installs the transform again); otherwise the index holds the one copy.
+        index = self._index
+        if index is not None and index.ntotal and np.array_equal(index.reconstruct_n(0, index.ntotal), self._emb):
+            self._emb = None
         return self
 
     def embedding_cache(self) -> dict[str, np.ndarray]:
         """text key -> raw embedding (reused when re-indexing unchanged texts)."""
-        return {k: self._emb[i] for i, k in enumerate(self._aligned_keys()) if k}
+        raw = self._raw()
+        return {k: raw[i] for i, k in enumerate(self._aligned_keys()) if k}
 
 
 def _read_json(file: Path) -> Any:
