@@ -140,3 +140,37 @@ def test_feedback_chat_falls_back_and_a_later_restatement_stops() -> None:
     FeedbackStage(FeedbackConfig(), llm=llm).run(q, cands, e.context, tr)
     assert "fallback" not in tr and tr["stop_reason"] == "restates_instruction" and len(tr["rounds"]) == 2
     assert tr["dropped"][-1]["reason"] == "restates_instruction"
+
+
+# More of SmolLM2-135M's query-generation answers (RestBench sample, seed 0), each useless in its own way.
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        ("The API that can help with this request is: https://www.taylorswift.com/api/playlist/love", "chat"),
+        ("https://www.youtube.com/watch?v=1YzY2YzNZYU&feature=youtubepub", "garbage"),
+        ("<user_request> <search_query> <action> <name> <step> <revised_query>", "garbage"),
+        (
+            "The Game of Thrones API is a web service that provides a web-based game of thrones server that can be "
+            "accessed using the REST API.",
+            "too_long",
+        ),
+        ("[SongListAPI](https://www.youtube.com/watch?v=NzNjYzNjYzI)", "off_catalog"),
+        ('Create a new playlist and name it "Qui...', "restates_request"),
+    ],
+)
+def test_weak_model_answers_are_dropped_with_their_reason(answer: str, reason: str) -> None:
+    e = _bm25()
+    q = "Create a new playlist and name it Quiet, then add songs from the current queue"
+    cands = e.retrieve([q], 10)[0]
+    tr: dict[str, Any] = {}
+    out = QueryGenerationStage(QueryGenerationConfig(), llm=ScriptedLLM(default=answer)).run(q, cands, e.context, tr)
+    assert _ids(out) == _ids(cands) and tr["fallback"] == f"unusable_output: {reason}"
+
+
+def test_urls_and_tags_are_removed_from_a_query_that_is_kept() -> None:
+    e = _bm25()
+    q = "send an email message to my boss"
+    llm = ScriptedLLM(default="<query>log in to the account with a password</query> https://example.com/login")
+    tr: dict[str, Any] = {}
+    QueryGenerationStage(QueryGenerationConfig(), llm=llm).run(q, e.retrieve([q], 10)[0], e.context, tr)
+    assert tr["queries"][0] == "log in to the account with a password"

@@ -27,12 +27,14 @@ from toolrerank_plugins.llm.parsing import (
     ECHO_NGRAM,
     CopyVerdict,
     clip,
+    content_words,
     copied_fraction,
     copies_document,
     copy_tokens,
     is_chat,
     restates,
     shingles,
+    strip_markup,
 )
 from toolrerank_plugins.llm.registry import resolve_llm
 from toolrerank_plugins.llm.runtime import LLMRuntime, LLMSession, RuntimeConfig
@@ -201,22 +203,48 @@ class LLMStage(Stage):
         return kept
 
     def screen(
-        self, texts: Sequence[str], requests: Sequence[str], trace: dict[str, Any], *, step: str = ""
+        self,
+        texts: Sequence[str],
+        requests: Sequence[str],
+        trace: dict[str, Any],
+        *,
+        step: str = "",
+        max_words: int | None = None,
+        invented: Sequence[str] = (),
     ) -> list[str]:
-        """``texts`` without the useless ones (``screen_answers``): chat addressed to the user, and
-        restatements of the request (no content word that ``requests`` — the user's request, and for feedback
-        the current instruction — do not already have). Each drop is listed in ``trace["dropped"]``; when
-        nothing is left the plan falls back with ``unusable_output: chat`` or ``restates_request``.
+        """``texts`` without the useless ones (``screen_answers``), URLs and tags removed from the rest.
+
+        Dropped: text with no content word once URLs, tags and link targets are gone (``garbage``); chat
+        addressed to the user or about the task (``chat``); restatements of the request (``restates_request``:
+        no content word that ``requests`` — the user's request, and for feedback the current instruction — do
+        not already have); with ``max_words``, text longer than that (``too_long``: it ignored the prompt's
+        length limit); text that is nothing but API names the catalog does not have (``invented``: "Song List
+        API") is ``off_catalog``. Each drop is listed in ``trace["dropped"]``; when nothing is left the plan falls back
+        with ``unusable_output: <the most frequent reason>``.
         """
         if not self.config.screen_answers or not texts:
             return list(texts)
         request = " ".join(requests)
+        made_up = {w for name in invented for w in content_words(name)}
         kept: list[str] = []
         dropped: list[dict[str, Any]] = []
         for t in texts:
-            reason = "chat" if is_chat(t) else "restates_request" if restates(t, request) else None
+            clean = strip_markup(t)
+            words = content_words(clean)
+            if not words:
+                reason: str | None = "garbage"
+            elif made_up and set(words) <= made_up:
+                reason = "off_catalog"
+            elif is_chat(clean):
+                reason = "chat"
+            elif restates(clean, request):
+                reason = "restates_request"
+            elif max_words is not None and len(clean.split()) > max_words:
+                reason = "too_long"
+            else:
+                reason = None
             if reason is None:
-                kept.append(t)
+                kept.append(clean)
             else:
                 dropped.append({"text": clip(t, 120), "reason": reason})
         if dropped:

@@ -541,13 +541,23 @@ _CHAT = re.compile(
     re.I,
 )
 _ADDRESS = re.compile(r"\b(?:you|your|i|i'm|me|my)\b", re.I)
+#: Phrases that address the user or talk about the task anywhere in a line ("The API that can help you ...",
+#: "The most requested API for this request is ..."): an API description or a search query never does.
+_CHAT_ANYWHERE = re.compile(
+    r"\b(?:help you|assist you|your request|this request|i can|i'?m|i am|i'?ll|i will|"
+    r"let me|can help with|that can help|here (?:is|are) (?:a|the|some))\b",
+    re.I,
+)
+_URL = re.compile(r"(?:https?://|www\.)\S+", re.I)
+_MD_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)?")
+_TAG = re.compile(r"<\s*/?\s*[A-Za-z_][\w\s-]{0,40}>|\\u003c|\\u003e")
 #: Words that carry no content for the restatement check (the request's own function words, the prompt's verbs).
 _FUNCTION_WORDS = frozenset(
     "a an the and or but of to in on at for with from by as is are be been was were it its this that these those "
     "i me my you your we our he she they them their can could would will should shall may might must do does did "
     "have has had not no yes please help want need like just also then there here what which who whom how when "
     "where why get some any all each more most other such than too very so if about into over after before up out "
-    "down off again further once am being im dont".split()
+    "down off again further once am being im dont api apis".split()
 )
 
 
@@ -562,10 +572,24 @@ def is_chat(text: str) -> bool:
         (False, True)
     """
     t = text.strip()
-    if _CHAT.match(t):
+    if _CHAT.match(t) or _CHAT_ANYWHERE.search(t):
         return True
     # a question to the user: "What would you like me to search?"
     return t.endswith("?") and bool(_ADDRESS.search(t))
+
+
+def strip_markup(text: str) -> str:
+    """``text`` without URLs, tags (``<user_request>``, ``<search_query>``) and markdown link targets (a link
+    keeps its text): what a search query can use of it.
+
+    Example:
+        >>> strip_markup("[Song List API](https://youtu.be/x) <user_request> play a song </user_request>")
+        'Song List API play a song'
+    """
+    t = _MD_LINK.sub(r" \1 ", str(text))
+    t = _URL.sub(" ", t)
+    t = _TAG.sub(" ", t)
+    return " ".join(t.split())
 
 
 def content_words(text: str) -> list[str]:
@@ -586,7 +610,9 @@ def new_words(text: str, request: str) -> tuple[int, int]:
     """
     mine = set(content_words(text))
     theirs = set(content_words(request))
-    return len(mine - theirs), len(mine)
+    # a word cut short ("Qui..." for "Quiet") is not new either
+    new = [w for w in mine - theirs if not any(r.startswith(w) or w.startswith(r) for r in theirs)]
+    return len(new), len(mine)
 
 
 def restates(text: str, request: str) -> bool:

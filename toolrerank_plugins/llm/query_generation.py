@@ -54,6 +54,12 @@ class QueryGenerationConfig(LLMStageConfig):
     template: str | None = Field(None, description="custom prompt with {query} and {max_queries} fields")
     max_queries: int = Field(5, ge=1, le=20, description="lines kept from the answer (the prompt asks for this)")
     include_original: bool = Field(True, description="interleave the original utterance's ranking last (B.1)")
+    max_words: int | None = Field(
+        20,
+        ge=1,
+        description="with screen_answers, a line of more than this many words is dropped (too_long): the prompt "
+        "asks for descriptions of less than 20 words; None: no limit",
+    )
     depth: int | None = Field(
         None, ge=1, description="depth per generated query (was top_k); None: the candidate count"
     )
@@ -125,7 +131,8 @@ class QueryGenerationStage(LLMStage):
             raise self.fail(f"unusable_output: {parsed.status}")
         sources = PromptSources(self.template().format(query="", max_queries=c.max_queries), user=(query,))
         items = self.reject_copies(parsed.items, sources, trace)
-        items = self.screen(items, (query,), trace)
+        invented = trace.get("invented_api_names", [])
+        items = self.screen(items, (query,), trace, max_words=c.max_words, invented=invented)
         k = c.depth or max(len(candidates), ctx.depth)
         rankings: list[list[ScoredTool]] = yield Retrieve(tuple(items), k)
         keep = self.on_catalog(items, rankings, candidates, trace)
