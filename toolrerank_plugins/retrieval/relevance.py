@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -178,6 +179,7 @@ class RelevanceScorer:
         self._idf: dict[str, float] | None = None
         self._vectors: dict[str, np.ndarray] = {}
         self._model: RelevanceModel | None = None
+        self._fit_lock = threading.Lock()  # one fit, however many searches ask at once
 
     # -- features ----------------------------------------------------------------------------------
     def _doc_words(self, tool_id: str) -> frozenset[str]:
@@ -263,7 +265,9 @@ class RelevanceScorer:
     def model(self) -> RelevanceModel:
         """The calibrated model (fitted on first use; a few seconds for a large catalog)."""
         if self._model is None:
-            self._model = self.calibrate()
+            with self._fit_lock:
+                if self._model is None:
+                    self._model = self.calibrate()
         return self._model
 
     def pseudo_query(self, spec: ToolSpec, rng: np.random.Generator | None = None) -> str:
