@@ -19,8 +19,8 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import threading
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,11 +55,18 @@ def model_fingerprint(model_path: str | Path) -> str:
     return h.hexdigest()[:16]
 
 
-def _publish(tmp: Path, final: Path) -> Path:
-    """Move a finished folder into place (another process may have won the race: keep theirs)."""
+def _scratch(final: Path) -> Path:
+    """A new, empty folder beside ``final`` to build it in (renamed into place by :func:`_publish`)."""
     final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    return tmp
+
+
+def _publish(tmp: Path, final: Path) -> Path:
+    """Rename a finished folder into place, atomically (another process may have won the race: keep theirs)."""
     try:
-        os.replace(tmp, final)
+        os.rename(tmp, final)
     except OSError:
         if not final.exists():
             raise
@@ -82,7 +89,7 @@ def export_onnx(model_name_or_path: str | None = "default", *, quantize: bool = 
             return final
         torch = require("torch")
         transformers = require("transformers")
-        tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=_parent(final)))
+        tmp = _scratch(final)
         try:
             if (final / "model.onnx").is_file():
                 shutil.copytree(final, tmp, dirs_exist_ok=True)
@@ -125,16 +132,12 @@ def export_onnx(model_name_or_path: str | None = "default", *, quantize: bool = 
                 quantization.quantize_dynamic(
                     str(tmp / "model.onnx"), str(tmp / "model.int8.onnx"), weight_type=quantization.QuantType.QInt8
                 )
-            shutil.rmtree(final, ignore_errors=True) if final.exists() else None
+            if final.exists():  # the float32 export was there: the int8 file joins it in a new folder
+                shutil.rmtree(final, ignore_errors=True)
             return _publish(tmp, final)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-
-
-def _parent(final: Path) -> Path:
-    final.parent.mkdir(parents=True, exist_ok=True)
-    return final.parent
 
 
 class OnnxEmbedder:
@@ -240,7 +243,7 @@ def distill_static(model_name_or_path: str | None = "default", *, pca_dims: int 
             return final
         distill = require("model2vec.distill").distill
         logger.info("distilling a static embedding model from %s into %s (once; a few minutes)", src, final)
-        tmp = Path(tempfile.mkdtemp(prefix=".distill-", dir=_parent(final)))
+        tmp = _scratch(final)
         try:
             model = distill(model_name=str(src), pca_dims=pca_dims, device="cpu")
             model.save_pretrained(str(tmp))
