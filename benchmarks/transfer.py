@@ -1,0 +1,188 @@
+"""Does each part of the default pipeline transfer? Part x catalog, chosen leaving one catalog out (issue 29).
+
+For every dev catalog — the bundled one, the six shared sets and any assembled ones (``--extra FOLDER...``, e.g.
+``benchmarks/assemble_dev_catalogs.py``'s) — this evaluates the default pipeline and the default with each of its
+parts switched off (``benchmarks/default_pipeline.py``'s ablations), and reports each part's effect on Recall@5
+(default minus default-without-it, paired bootstrap 95 % interval) per catalog.
+
+The rule a part must pass to stay on by default (issue 29): it loses more than 0.5 Recall@5 on no catalog and
+gains on at least half of them. *Leave one catalog out*: for each catalog C the rule is applied to the other
+catalogs only (the choice made without C), and the table shows what that choice did on C; the last columns apply
+the rule to all catalogs.
+
+Usage::
+
+    python benchmarks/transfer.py --data ../shared/data --extra runs/dev-catalogs/* --cache-dir runs/emb \\
+        --toolbench-engine runs/engines/toolbench-hybrid --out runs/bench/transfer.json --md runs/bench/transfer.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from default_pipeline import ABLATIONS, bootstrap  # noqa: E402
+
+from toolrerank_plugins import Engine, EngineConfig, default_catalog_path, load_catalog  # noqa: E402
+from toolrerank_plugins.evaluation import evaluate  # noqa: E402
+from toolrerank_plugins.loaders import load_queries  # noqa: E402
+from toolrerank_plugins.pipelines import pipeline_config  # noqa: E402
+
+logger = logging.getLogger("transfer")
+
+SHARED = ("bundled", "api-bank", "restbench", "nestful", "seal-tools", "metatool", "toolbench")
+#: the parts of the default: the ablations that switch one off
+PARTS = [name for name in ABLATIONS if name.startswith("default -")]
+#: options that could be switched on (cheaper or different variants): their effect is option minus default
+OPTIONS = [name for name in ABLATIONS if name.startswith("default +")]
+LOSS = 0.5  # points of Recall@5
+
+
+def configs(parts: Sequence[str], base: EngineConfig | None = None) -> dict[str, EngineConfig]:
+    data = (base or pipeline_config("default")).model_dump(mode="json")
+    out = {"default": EngineConfig.model_validate(data), "hybrid": pipeline_config("hybrid")}
+    for part in parts:
+        edited = copy.deepcopy(data)
+        ABLATIONS[part](edited)
+        out[part] = EngineConfig.model_validate(edited)
+    return out
+
+
+def _vectors(folder: Path, name: str, cache_dir: Path, toolbench_engine: Path | None) -> dict[str, np.ndarray]:
+    for path in (cache_dir / f"{name}.npz", cache_dir.parent / "emb-variants" / f"{name}-torch.npz"):
+        if path.exists():
+            with np.load(path) as z:
+                return {k: z[k] for k in z.files}
+    if name == "toolbench" and toolbench_engine is not None:
+        cache = Engine.load(toolbench_engine).first_stage.embedding_cache()
+    else:
+        cache = Engine.build(load_catalog(folder), pipeline_config("dense")).first_stage.embedding_cache()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    np.savez(cache_dir / f"{name}.npz", **cache)  # type: ignore[arg-type]
+    return cache
+
+
+def per_query(
+    folder: Path, name: str, cfgs: Mapping[str, EngineConfig], cache_dir: Path, tb: Path | None, split: str
+) -> dict[str, Any]:
+    catalog = load_catalog(folder)
+    queries = [q for q in load_queries(folder) if q.split == split]
+    cache = _vectors(folder, name, cache_dir, tb)
+    out: dict[str, Any] = {"queries": [q.id for q in queries], "recall@5": {}, "p50_ms": {}}
+    for label, cfg in cfgs.items():
+        t = time.perf_counter()
+        engine = Engine.build(catalog, cfg, embedding_cache=cache)
+        report = evaluate(engine, queries, ks=(5,), batch_size=None)
+        out["recall@5"][label] = [q["metrics"]["recall@5"] for q in report.per_query]
+        out["p50_ms"][label] = report.latency_ms["p50"]
+        logger.info("%-16s %-58s R@5 %5.1f (%.0f s)", name, label, 100 * report.overall["recall@5"],
+                    time.perf_counter() - t)
+    return out
+
+
+def decide(effects: Mapping[str, float]) -> bool:
+    """The rule: no catalog loses more than LOSS points and at least half gain."""
+    values = list(effects.values())
+    return all(v >= -LOSS for v in values) and sum(v > 0 for v in values) * 2 >= len(values)
+
+
+def analyse(results: Mapping[str, Any], parts: Sequence[str]) -> dict[str, Any]:
+    """Per part (``default -X``: default minus it) or option (``default +X``: it minus default), the effect per
+    catalog, the leave-one-catalog-out choice and the rule over all catalogs."""
+    table: dict[str, Any] = {}
+    for part in parts:
+        row: dict[str, Any] = {}
+        for name, res in results.items():
+            on, off = ("default", part) if part.startswith("default -") else (part, "default")
+            d, lo, hi = bootstrap(res["recall@5"][on], res["recall@5"][off])
+            row[name] = {"delta": round(d, 2), "lo": round(lo, 2), "hi": round(hi, 2)}
+        effects = {n: row[n]["delta"] for n in row}
+        loco = {n: decide({m: v for m, v in effects.items() if m != n}) for n in effects}
+        table[part] = {
+            "per_catalog": row,
+            "loco_keep": loco,
+            "loco_effect": {n: (effects[n] if loco[n] else 0.0) for n in effects},
+            "losses": sum(v < -LOSS for v in effects.values()),
+            "gains": sum(v > 0 for v in effects.values()),
+            "keep": decide(effects),
+        }
+    return table
+
+
+def markdown(results: Mapping[str, Any], table: Mapping[str, Any]) -> str:
+    names = list(results)
+    lines = [
+        "Effect of each part on Recall@5 (default minus default without it; for a `+` option, the option minus the "
+        "default; points, paired bootstrap 95 % interval); `*`: the rule applied without that catalog would not "
+        "have it on there.",
+        "",
+        "| part | " + " | ".join(names) + " | loses > 0.5 | gains | keep |",
+        "|---|" + "---|" * (len(names) + 3),
+    ]
+    for part, row in table.items():
+        cells = []
+        for n in names:
+            c = row["per_catalog"][n]
+            star = "" if row["loco_keep"][n] else "*"
+            cells.append(f"{c['delta']:+.1f}{star} [{c['lo']:+.1f}, {c['hi']:+.1f}]")
+        keep = "yes" if row["keep"] else "**no**"
+        lines.append(f"| {part.removeprefix('default ')} | " + " | ".join(cells) +
+                     f" | {row['losses']} | {row['gains']}/{len(names)} | {keep} |")
+    lines += ["", "| catalog | queries | default R@5 | hybrid R@5 | default − hybrid |", "|---|---|---|---|---|"]
+    for n, res in results.items():
+        d, lo, hi = bootstrap(res["recall@5"]["default"], res["recall@5"]["hybrid"])
+        lines.append(f"| {n} | {len(res['queries'])} | {100 * np.mean(res['recall@5']['default']):.1f} | "
+                     f"{100 * np.mean(res['recall@5']['hybrid']):.1f} | {d:+.1f} [{lo:+.1f}, {hi:+.1f}] |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--datasets", nargs="+", default=list(SHARED), choices=SHARED)
+    ap.add_argument("--extra", nargs="*", type=Path, default=[], help="assembled catalog folders")
+    ap.add_argument("--parts", nargs="+", default=PARTS + OPTIONS, choices=PARTS + OPTIONS)
+    ap.add_argument("--cache-dir", type=Path, required=True)
+    ap.add_argument("--toolbench-engine", type=Path)
+    ap.add_argument("--split", default="dev")
+    ap.add_argument("--config", type=Path, help="a JSON EngineConfig to judge instead of today's default")
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--md", type=Path)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    base = pipeline_config(args.config) if args.config else None
+    cfgs = configs(args.parts, base)
+    folders = {ds: (Path(default_catalog_path()) if ds == "bundled" else args.data / ds) for ds in args.datasets}
+    folders.update({p.name: p for p in args.extra})
+    results: dict[str, Any] = {}
+    previous = json.loads(args.out.read_text()) if args.out and args.out.exists() else {}
+    for name, folder in folders.items():
+        if name in previous.get("results", {}) and set(cfgs) <= set(previous["results"][name]["recall@5"]):
+            results[name] = previous["results"][name]  # resumed
+            continue
+        results[name] = per_query(folder, name, cfgs, args.cache_dir, args.toolbench_engine, args.split)
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps({"results": results}, indent=0))
+    table = analyse(results, args.parts)
+    md = markdown(results, table)
+    print(md)
+    if args.out:
+        args.out.write_text(json.dumps({"results": results, "table": table}, indent=0))
+    if args.md:
+        args.md.write_text(md)
+
+
+if __name__ == "__main__":
+    main()
