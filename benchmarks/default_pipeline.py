@@ -72,6 +72,15 @@ def _stage_param(stage: str, key: str, value: Any) -> Callable[[dict[str, Any]],
     return edit
 
 
+def _expansion(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(cfg: dict[str, Any]) -> None:
+        for spec in cfg.get("stages", []):
+            if spec["type"] == "tgr":
+                spec.setdefault("params", {}).setdefault("expansion", {})[key] = value
+
+    return edit
+
+
 #: ablation name -> an edit of the default pipeline's config data (each switches one part off; "+": an option on).
 ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -identifiers": _set(("bm25", "tokenizer"), "plain"),
@@ -89,6 +98,7 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -and before a verb": _stage_param("multi_intent", "and_verbs", False),
     "default -tool_evidence": _without_stage("tool_evidence"),
     "default -tgr": _without_stage("tgr"),
+    "default +declared chains": _expansion("declared_chains", True),
 }
 
 
