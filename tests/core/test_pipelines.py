@@ -18,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = {
     "default",
     "default-fast",
+    "default-onnx",
+    "default-static",
     "dense",
     "bm25",
     "hybrid",

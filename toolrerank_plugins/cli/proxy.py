@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from toolrerank_plugins.cli._common import positive_int
+from toolrerank_plugins.cli._common import pipeline_help, positive_int
 from toolrerank_plugins.errors import MissingExtraError
 
 
@@ -75,7 +75,9 @@ def add_parser(sub: Any) -> None:
     )
     s.add_argument("config", help="configuration file (JSON, or YAML with the [openapi] extra)")
     s.add_argument("--mode", choices=["meta", "tools"], default=None, help="overrides toolrerank.mode")
-    s.add_argument("--pipeline", default=None, help="engine pipeline name or config file (default: the default)")
+    s.add_argument(
+        "--pipeline", default=None, help=pipeline_help("engine pipeline name or .json config (default: default)")
+    )
     s.add_argument("--search-k", type=positive_int, default=None, help="tools one search returns")
     s.add_argument("--max-offered", type=positive_int, default=None, help="tools mode: most tools offered at once")
     s.add_argument("--pin-tool", action="append", default=[], help="a tool always offered (server/tool); repeat")
