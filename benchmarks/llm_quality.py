@@ -111,6 +111,7 @@ def run_queries(engine: Engine, queries: Sequence[LabelledQuery], stage: str | N
                 stop=tr.get("stop_reason"),
                 dropped=[d["reason"] for d in tr.get("dropped", [])],
                 raw=str(tr.get("raw_output") or tr.get("final_query") or "")[:200],
+                rounds=[str(r.get("query", ""))[:200] for r in tr.get("rounds", [])[1:]],
             )
         rows.append(row)
     return rows

@@ -534,18 +534,21 @@ def parse_refinement(text: str | None, *, max_chars: int = 400) -> ParsedRefinem
 
 # -- useless answers: chat addressed to the user, restatements of the request ----------------------------
 _CHAT = re.compile(
-    r"^\W*(?:sure|certainly|of course|okay|ok|absolutely|great|yes|no|hi|hello|hey|thanks|thank you|welcome|"
-    r"i|i'?m|i am|i'?ll|i will|i can|i would|i'?d|i have|i'?ve|we|we'?ll|let me|let'?s|here'?s|here is|here are|"
-    r"happy to|glad to|what'?s|what is the|how can|could you|can you|would you|you can|you could|you may|"
-    r"you should|you need)\b",
+    r"^\W*(?:sure|certainly|of course|okay|ok|absolutely|great|hi|hello|hey|thanks|thank you|welcome|let me|let'?s|"
+    r"here'?s|here is|here are|happy to|glad to|what'?s|what is the|how can)\b",
     re.I,
 )
-_ADDRESS = re.compile(r"\b(?:you|your|i|i'm|me|my)\b", re.I)
-#: Phrases that address the user or talk about the task anywhere in a line ("The API that can help you ...",
-#: "The most requested API for this request is ..."): an API description or a search query never does.
+_ADDRESS = re.compile(r"\b(?:you|your)\b", re.I)
+_ASKS = re.compile(r"\b(?:like me|want me|need me|me to|request|provide|details|more information)\b", re.I)
+#: The assistant speaking about itself or the task anywhere in a line ("The API that can help you ...", "I'm ready
+#: to help", "for this request"), or the prompt's own subject ("the retrieved tools cannot solve the user's
+#: goals"): an API description, a search query or a refined instruction never does. The user's own voice ("I need
+#: a hotel in Rome", "Can you book it?") is not chat.
 _CHAT_ANYWHERE = re.compile(
-    r"\b(?:help you|assist you|your request|this request|i can|i'?m|i am|i'?ll|i will|"
-    r"let me|can help with|that can help|here (?:is|are) (?:a|the|some))\b",
+    r"\b(?:help you|assist you|your request|this request|can help with|that can help|i can help|i'?ll help|"
+    r"i will help|i'?m (?:ready|here to|happy|glad|an ai|sorry)|i am (?:ready|here to|happy|glad|an ai|sorry)|"
+    r"as an ai|ai assistant|here (?:is|are) (?:a|the|some)|retrieved tools?|relevant tools|appropriate tools|"
+    r"user'?s (?:goals?|instruction|intent)|user (?:goals?|instruction)|the retriever|refined instruction)\b",
     re.I,
 )
 _URL = re.compile(r"(?:https?://|www\.)\S+", re.I)
@@ -562,20 +565,24 @@ _FUNCTION_WORDS = frozenset(
 
 
 def is_chat(text: str) -> bool:
-    """An answer line addressed to the user ("Sure, I can help with that.", "I'm ready to help. What's the
-    request?", "Hi, I'm here to help with your schedule"), not a description of an API or a search query.
+    """An answer line in which the assistant talks to the user or about the task ("Sure, I can help with that.",
+    "I'm ready to help. What's the request?", "The API that can help you ...", "The retrieved tools cannot solve
+    the user's goals"), not a description of an API, a search query or a refined instruction (which may be in the
+    user's own voice: "I need a hotel in Rome").
 
     Example:
         >>> is_chat("I'm ready to help. What's the request?"), is_chat("Send an e-mail to a contact")
         (True, False)
-        >>> is_chat("Get your account balance"), is_chat("Can you check the weather for me?")
-        (False, True)
+        >>> is_chat("Get your account balance"), is_chat("I need a hotel in Rome; can you book it?")
+        (False, False)
+        >>> is_chat("The retrieved tools cannot solve the user's goals"), is_chat("What would you like me to do?")
+        (True, True)
     """
     t = text.strip()
     if _CHAT.match(t) or _CHAT_ANYWHERE.search(t):
         return True
-    # a question to the user: "What would you like me to search?"
-    return t.endswith("?") and bool(_ADDRESS.search(t))
+    # a question to the user about the task: "What would you like me to search?"
+    return t.endswith("?") and bool(_ADDRESS.search(t)) and bool(_ASKS.search(t))
 
 
 def strip_markup(text: str) -> str:
@@ -606,7 +613,7 @@ def new_words(text: str, request: str) -> tuple[int, int]:
         >>> new_words("Add a schedule item for tomorrow at 9am", "Can you add a schedule item for tomorrow?")
         (0, 4)
         >>> new_words("calendar API to create an agenda entry", "add a meeting tomorrow")
-        (5, 5)
+        (4, 4)
     """
     mine = set(content_words(text))
     theirs = set(content_words(request))
