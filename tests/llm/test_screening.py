@@ -24,11 +24,14 @@ def _ids(r: list[ScoredTool]) -> list[str]:
     return [s.id for s in r]
 
 
-# What SmolLM2-135M answered to the query-generation prompt (benchmarks/llm_quality.py --mode real, api-bank).
+# What SmolLM2-135M answered to the stages' prompts (benchmarks/llm_quality.py --mode real, api-bank, restbench).
 SMOLLM2_ANSWERS = [
     "I'm ready to help. What's the request?",
     "Sure, I can help with that.",
     "Hi, I'm here to help with your schedule for your meeting tomorrow at 2pm.",
+    "I can help you register on this app. Please provide your username, password, and email address.",
+    "The user's goals cannot be solved by the retrieved tools, as they do not have the ability to optimize them.",
+    "The most relevant tools for the user's instruction cannot be solved by the retrieved tools.",
 ]
 
 
@@ -38,7 +41,15 @@ def test_chat_addressed_to_the_user_is_recognised(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["Send an e-mail to a contact", "Get your account balance", "weather forecast for a city", "N/A"]
+    "text",
+    [
+        "Send an e-mail to a contact",
+        "Get your account balance",
+        "weather forecast for a city",
+        "N/A",
+        "I'm planning a trip to Rome and need hotels near the Colosseum",  # a refinement in the user's voice
+        "Can you find the top tracks of Taylor Swift?",
+    ],
 )
 def test_descriptions_and_queries_are_not_chat(text: str) -> None:
     assert not is_chat(text)
