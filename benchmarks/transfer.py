@@ -6,9 +6,11 @@ parts switched off (``benchmarks/default_pipeline.py``'s ablations), and reports
 (default minus default-without-it, paired bootstrap 95 % interval) per catalog.
 
 The rule a part must pass to stay on by default (issue 29): it loses more than 0.5 Recall@5 on no catalog and
-gains on at least half of them. *Leave one catalog out*: for each catalog C the rule is applied to the other
-catalogs only (the choice made without C), and the table shows what that choice did on C; the last columns apply
-the rule to all catalogs.
+gains on at least half of them. The shared sets' ``derived`` edges are dropped (they come from the benchmarks'
+gold calls, dev queries included: label leakage a user's catalog would not have; ``--keep-derived-edges`` keeps
+them); declared and labelled edges (the bundled catalog's) stay. *Leave one catalog out*: for each catalog C the
+rule is applied to the other catalogs only (the choice made without C), and the table shows what that choice did
+on C; the last columns apply the rule to all catalogs.
 
 Usage::
 
@@ -35,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from default_pipeline import ABLATIONS, bootstrap  # noqa: E402
 
 from toolrerank_plugins import Engine, EngineConfig, default_catalog_path, load_catalog  # noqa: E402
+from toolrerank_plugins.catalog import Catalog  # noqa: E402
 from toolrerank_plugins.evaluation import evaluate  # noqa: E402
 from toolrerank_plugins.loaders import load_queries  # noqa: E402
 from toolrerank_plugins.pipelines import pipeline_config  # noqa: E402
@@ -73,10 +76,22 @@ def _vectors(folder: Path, name: str, cache_dir: Path, toolbench_engine: Path | 
     return cache
 
 
+def leak_free(catalog: Catalog) -> Catalog:
+    """``catalog`` without its ``derived`` edges: the shared sets derive them from the benchmark's gold calls (the
+    dev queries' among them), which a user's catalog would not have; declared and labelled edges stay."""
+    edges = [e for e in catalog.edges if e.origin != "derived"]
+    if len(edges) == len(catalog.edges):
+        return catalog
+    return Catalog(catalog, edges=edges, seen_tools=catalog.seen_tools, source=catalog.source)
+
+
 def per_query(
-    folder: Path, name: str, cfgs: Mapping[str, EngineConfig], cache_dir: Path, tb: Path | None, split: str
+    folder: Path, name: str, cfgs: Mapping[str, EngineConfig], cache_dir: Path, tb: Path | None, split: str,
+    keep_derived: bool = False,
 ) -> dict[str, Any]:
     catalog = load_catalog(folder)
+    if not keep_derived:
+        catalog = leak_free(catalog)
     queries = [q for q in load_queries(folder) if q.split == split]
     cache = _vectors(folder, name, cache_dir, tb)
     out: dict[str, Any] = {"queries": [q.id for q in queries], "recall@5": {}, "p50_ms": {}}
@@ -157,6 +172,8 @@ def main() -> None:
     ap.add_argument("--toolbench-engine", type=Path)
     ap.add_argument("--split", default="dev")
     ap.add_argument("--config", type=Path, help="a JSON EngineConfig to judge instead of today's default")
+    ap.add_argument("--keep-derived-edges", action="store_true",
+                    help="keep the shared sets' edges derived from gold calls (label leakage; off by default)")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--md", type=Path)
     args = ap.parse_args()
@@ -171,7 +188,8 @@ def main() -> None:
         if name in previous.get("results", {}) and set(cfgs) <= set(previous["results"][name]["recall@5"]):
             results[name] = previous["results"][name]  # resumed
             continue
-        results[name] = per_query(folder, name, cfgs, args.cache_dir, args.toolbench_engine, args.split)
+        results[name] = per_query(folder, name, cfgs, args.cache_dir, args.toolbench_engine, args.split,
+                                  args.keep_derived_edges)
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps({"results": results}, indent=0))
