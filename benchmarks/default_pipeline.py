@@ -99,6 +99,8 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -tool_evidence": _without_stage("tool_evidence"),
     "default -tgr": _without_stage("tgr"),
     "default +declared chains": _expansion("declared_chains", True),
+    "default +auto fusion": _set(("auto_tune",), ["hybrid.fusion"]),
+    "default +auto stemming": _set(("auto_tune",), ["bm25.stemmer"]),
 }
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -74,6 +74,11 @@ class EngineConfig(RenamedFieldsModel):
     bm25: BM25Config = Field(default_factory=BM25Config)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
     stages: list[StageSpec] = Field(default_factory=_default_stages)
+    auto_tune: list[Literal["hybrid.fusion", "bm25.stemmer"]] = Field(
+        default_factory=list,
+        description="settings Engine.build chooses for the catalog from pseudo-requests built from its own texts "
+        "(no labels; retrieval.autotune); the chosen values are what the engine saves",
+    )
 
     renamed_fields: ClassVar[Mapping[str, str]] = {"candidate_k": "depth"}
 

@@ -317,6 +317,8 @@ class Engine:
         config = config or EngineConfig()
         if len(catalog) == 0:
             raise ConfigError("cannot build an engine over an empty catalog; load or add at least one API")
+        if config.auto_tune:
+            config, embedder, embedding_cache = cls._auto_tuned(catalog, config, embedder, embedding_cache)
         empty = get_first_stage_type(config.retriever).make(config, embedder, resources)
         ids = catalog.ids
         first_stage = empty.begin_change()  # a shared store indexes inside a transaction: all or nothing
@@ -327,6 +329,29 @@ class Engine:
             empty.rollback_change(first_stage)
             raise
         return cls.from_parts(catalog, config, first_stage, embedder=embedder)
+
+    @staticmethod
+    def _auto_tuned(
+        catalog: Catalog, config: EngineConfig, embedder: Embedder | None, cache: dict[str, Any] | None
+    ) -> tuple[EngineConfig, Embedder | None, dict[str, Any] | None]:
+        """``config.auto_tune``'s knobs chosen for ``catalog`` (:mod:`~toolrerank_plugins.retrieval.autotune`); the
+        encoder and the vectors the choice made are handed on to the build."""
+        from toolrerank_plugins.retrieval import autotune
+
+        parts: dict[str, FirstStage] = {}
+
+        def make(cfg: EngineConfig, name: str) -> FirstStage:
+            part = autotune.make_part(cfg, name, catalog, embedder, cache)
+            parts.setdefault(name, part)
+            return part
+
+        resolved, report = autotune.choose(config, catalog, make)
+        dense = parts.get("dense")
+        if dense is not None:
+            embedder = embedder or dense.encoder
+            cache = {**(cache or {}), **dense.embedding_cache()}
+        logger.info("auto_tune: %s", report.chosen)
+        return resolved, embedder, cache
 
     @classmethod
     def from_parts(
