@@ -78,6 +78,15 @@ def main() -> None:
         help="tune/ablate ToolRerankConfig.first_stage_weight over these values (not in the paper; default: 0 only)",
     )
     ap.add_argument("--score-cache", default=None, help="JSON file of cross-encoder scores to reuse/extend")
+    ap.add_argument(
+        "--backend", default="torch", choices=["torch", "onnx", "onnx-int8"], help="what runs the cross-encoder"
+    )
+    ap.add_argument("--max-length", type=int, default=None, help="pair length (default: the model's training length)")
+    ap.add_argument(
+        "--variants",
+        default=None,
+        help='JSON object {"name": {param: value}}: each evaluated as the tuned/--params settings with these changed',
+    )
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -118,13 +127,20 @@ def main() -> None:
     result["reranked_first_stage"] = pick
     eng, prep = engines[pick], preps[pick]
 
-    reranker = CachedReranker(load_reranker(args.model, device="cpu")) if args.model else None
+    reranker = (
+        CachedReranker(load_reranker(args.model, backend=args.backend, device="cpu", max_length=args.max_length))
+        if args.model
+        else None
+    )
+    result["backend"], result["max_length"] = args.backend, args.max_length
     cache_file = Path(args.score_cache) if args.score_cache else None
+    scorer_id = {"model": str(Path(args.model).resolve()) if args.model else None, "backend": args.backend,
+                 "max_length": args.max_length}
     if reranker is not None and cache_file is not None and cache_file.exists():
         # scores of this model for (query, text) pairs from an earlier run of this script (same model)
         saved = json.loads(cache_file.read_text())
-        if saved.get("model") != str(Path(args.model).resolve()):
-            raise SystemExit(f"{cache_file} holds scores of another model ({saved.get('model')})")
+        if {k: saved.get(k, {"backend": "torch"}.get(k)) for k in scorer_id} != scorer_id:
+            raise SystemExit(f"{cache_file} holds scores of another scorer ({saved.get('model')})")
         reranker._cache.update({tuple(k.split("\x00", 1)): v for k, v in saved["scores"].items()})
     classifier = QueryTypeClassifier.load(args.classifier, eng.embedder) if args.classifier else None
     oracle = root / "queries.jsonl"
@@ -160,7 +176,7 @@ def main() -> None:
     result["score_seconds_rerank"] = time.perf_counter() - t
     if reranker is not None and cache_file is not None:
         scores = {"\x00".join(k): v for k, v in reranker._cache.items()}
-        cache_file.write_text(json.dumps({"model": str(Path(args.model).resolve()), "scores": scores}))
+        cache_file.write_text(json.dumps(scorer_id | {"scores": scores}))
 
     cls_mode = "classifier" if classifier is not None else "oracle"
     if args.params:
@@ -199,13 +215,16 @@ def main() -> None:
         ab["similarity=tool_only"] = evaluate({**best, "classification": cls_mode, "similarity": "tool_only"})
         for w in args.first_stage_weights or []:
             ab[f"first_stage_weight={w}"] = evaluate({**best, "classification": cls_mode, "first_stage_weight": w})
+    for name, change in json.loads(args.variants).items() if args.variants else ():
+        ab[name] = evaluate({**best, "classification": cls_mode, **change})
+        print(name, json.dumps(ab[name]["macro"]))
     result["runs"] = runs
     result["ablations"] = ab
     if reranker is not None:
         result["pairs_scored"] = reranker.pairs_scored
         if cache_file is not None:
             scores = {"\x00".join(k): v for k, v in reranker._cache.items()}
-            cache_file.write_text(json.dumps({"model": str(Path(args.model).resolve()), "scores": scores}))
+            cache_file.write_text(json.dumps(scorer_id | {"scores": scores}))
     result["seconds"] = time.perf_counter() - t_all
     Path(args.out).write_text(json.dumps(result, indent=1))
     print("wrote", args.out, f"({result['seconds']:.0f}s)")

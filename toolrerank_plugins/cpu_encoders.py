@@ -6,6 +6,9 @@
 - :class:`StaticEmbedder` (``backend="static"``): a static embedding model distilled from MiniLM with model2vec
   (each vocabulary token's MiniLM embedding, PCA, SIF weighting; no training data): a text's vector is the mean of
   its tokens' rows, hundreds of times faster than the transformer and lower in quality.
+- :func:`export_onnx` with ``head="score"``: a trained cross-encoder (a ToolRerank reranker folder) exported the
+  same way, the sigmoid of its logit inside the graph; run by ``rerank.cross_encoder.OnnxReranker``
+  (``ToolRerankConfig.backend="onnx"`` / ``"onnx-int8"``).
 
 Exported and distilled models are written once into a cache folder (``TOOLRERANK_CACHE``, default
 ``~/.cache/toolrerank-plugins``) and reused; which to pick for what is measured in docs/benchmarks.md
@@ -23,12 +26,12 @@ import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from toolrerank_plugins._extras import require
-from toolrerank_plugins.encoders import SHORT_CALL_TEXTS, resolve_model_path
+from toolrerank_plugins.encoders import SHORT_CALL_TEXTS, quiet_weight_loading, resolve_model_path
 from toolrerank_plugins.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -41,8 +44,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TOOLRERANK_CACHE") or Path.home() / ".cache" / "toolrerank-plugins").expanduser()
 
 
-def model_fingerprint(model_path: str | Path) -> str:
-    """A short hash of a model folder's weights and config (a cached export is reused only for the same model)."""
+def model_fingerprint(model_path: str | Path, *, whole: bool = False) -> str:
+    """A short hash of a model folder's weights and config (a cached export is reused only for the same model).
+
+    By default the first MiB of each file is hashed (enough to tell base models apart, cheap to read); ``whole``
+    hashes the weight files in full, for fine-tuned models that may share their first MiB with a sibling (two
+    rerankers trained from one base, one with a frozen encoder)."""
     folder = Path(model_path)
     h = hashlib.sha256()
     for name in ("config.json", "model.safetensors", "pytorch_model.bin", "tokenizer.json"):
@@ -51,7 +58,11 @@ def model_fingerprint(model_path: str | Path) -> str:
             h.update(name.encode())
             h.update(str(f.stat().st_size).encode())
             with f.open("rb") as fh:
-                h.update(fh.read(1 << 20))  # the first MiB: enough to tell models apart, cheap to read
+                if whole:
+                    while chunk := fh.read(1 << 24):
+                        h.update(chunk)
+                else:
+                    h.update(fh.read(1 << 20))
     return h.hexdigest()[:16]
 
 
@@ -75,12 +86,74 @@ def _publish(tmp: Path, final: Path) -> Path:
 
 
 # -- ONNX ----------------------------------------------------------------------------------------------------
-def export_onnx(model_name_or_path: str | None = "default", *, quantize: bool = False, out: Path | None = None) -> Path:
-    """Export the sentence-transformers model (transformer + mean pooling + L2 normalisation) to ONNX, and with
-    ``quantize`` add its int8 dynamic quantisation; returns the folder (``model.onnx``, ``model.int8.onnx``, the
-    tokenizer). Reused when it exists."""
+#: What an exported graph computes from a model folder: ``embedding`` (a sentence-transformers bi-encoder: the
+#: transformer, mean pooling, L2 normalisation; output ``embedding``) or ``score`` (a cross-encoder, i.e. a
+#: sequence-classification model with one label: the sigmoid of its logit, in [0, 1]; output ``score``).
+OnnxHead = Literal["embedding", "score"]
+#: Inputs a BERT-type graph may take, in the order the exported graph declares them (the tokenizer says which).
+_ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def _onnx_module(src: Path, head: OnnxHead, torch: Any, transformers: Any) -> tuple[Any, str]:
+    """The torch module to export for ``head``, and its output's name."""
+    if head == "embedding":
+        model = transformers.AutoModel.from_pretrained(src, local_files_only=True).eval()
+
+        class Pooled(torch.nn.Module):  # type: ignore[misc,name-defined]
+            def __init__(self) -> None:
+                super().__init__()
+                self.model = model
+
+            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+                hidden = self.model(
+                    input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+                ).last_hidden_state
+                mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+                mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                return torch.nn.functional.normalize(mean, dim=1)
+
+        return Pooled(), "embedding"
+    classifier = transformers.AutoModelForSequenceClassification.from_pretrained(src, local_files_only=True).eval()
+    if int(classifier.config.num_labels) != 1:
+        raise ConfigError(
+            f"{src}: a cross-encoder export needs a model with one output label (a relevance logit); this one has "
+            f"{classifier.config.num_labels}"
+        )
+
+    class Scored(torch.nn.Module):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = classifier
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+            logits = self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).logits
+            return torch.sigmoid(logits[:, 0])
+
+    return Scored(), "score"
+
+
+def export_onnx(
+    model_name_or_path: str | None = "default",
+    *,
+    quantize: bool = False,
+    out: Path | None = None,
+    head: OnnxHead = "embedding",
+) -> Path:
+    """Export a local model to ONNX, and with ``quantize`` add its int8 dynamic quantisation; returns the folder
+    (``model.onnx``, ``model.int8.onnx``, the tokenizer). Reused when it exists.
+
+    ``head="embedding"`` exports a sentence-transformers bi-encoder (transformer + mean pooling + L2
+    normalisation; the default, the bundled MiniLM); ``head="score"`` a cross-encoder folder (a trained reranker:
+    the sigmoid of its one logit). A reranker's export is keyed by a hash of its whole weight files."""
     src = Path(resolve_model_path(model_name_or_path))
-    final = out or cache_dir() / "onnx" / f"{src.name}-{model_fingerprint(src)}"
+    if out is not None:
+        final = out
+    elif head == "embedding":
+        final = cache_dir() / "onnx" / f"{src.name}-{model_fingerprint(src)}"
+    else:
+        final = cache_dir() / "onnx-score" / f"{src.name}-{model_fingerprint(src, whole=True)}"
     target = final / ("model.int8.onnx" if quantize else "model.onnx")
     if target.is_file():
         return final
@@ -94,43 +167,40 @@ def export_onnx(model_name_or_path: str | None = "default", *, quantize: bool = 
             if (final / "model.onnx").is_file():
                 shutil.copytree(final, tmp, dirs_exist_ok=True)
             else:
-                logger.info("exporting %s to ONNX in %s", src, final)
+                logger.info("exporting %s to ONNX (%s) in %s", src, head, final)
                 tokenizer = transformers.AutoTokenizer.from_pretrained(src, local_files_only=True)
-                model = transformers.AutoModel.from_pretrained(src, local_files_only=True).eval()
-
-                class Pooled(torch.nn.Module):  # type: ignore[misc,name-defined]
-                    def __init__(self) -> None:
-                        super().__init__()
-                        self.model = model
-
-                    def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-                        hidden = self.model(
-                            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-                        ).last_hidden_state
-                        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-                        mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-                        return torch.nn.functional.normalize(mean, dim=1)
-
-                sample = tokenizer(["a sample text", "another"], padding=True, return_tensors="pt")
-                args = (sample["input_ids"], sample["attention_mask"], sample["token_type_ids"])
+                with quiet_weight_loading():
+                    module, output = _onnx_module(src, head, torch, transformers)
+                names = [n for n in _ONNX_INPUTS if n in tokenizer.model_input_names]
+                if head == "embedding":
+                    sample = tokenizer(["a sample text", "another"], padding=True, return_tensors="pt")
+                else:
+                    sample = tokenizer(["a query", "another"], ["a text", "another text"], padding=True,
+                                       return_tensors="pt")
                 axes = {0: "batch", 1: "sequence"}
+                dynamic = {n: axes for n in names} | {output: {0: "batch"}}
                 with torch.inference_mode():
                     torch.onnx.export(
-                        Pooled(),
-                        args,
+                        module,
+                        tuple(sample[n] for n in names),
                         str(tmp / "model.onnx"),
-                        input_names=["input_ids", "attention_mask", "token_type_ids"],
-                        output_names=["embedding"],
-                        dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
-                                      "embedding": {0: "batch"}},
+                        input_names=names,
+                        output_names=[output],
+                        dynamic_axes=dynamic,
                         opset_version=17,
                         dynamo=False,
                     )
                 tokenizer.save_pretrained(tmp)
             if quantize:
                 quantization = require("onnxruntime.quantization")
+                # a cross-encoder's scores sit close together, so its weights get a scale per output channel:
+                # measured on the ToolBench reranker, mean |score - float32 score| 0.0006 against 0.0095 per
+                # tensor, at the same speed (docs/benchmarks/toolrerank.md)
                 quantization.quantize_dynamic(
-                    str(tmp / "model.onnx"), str(tmp / "model.int8.onnx"), weight_type=quantization.QuantType.QInt8
+                    str(tmp / "model.onnx"),
+                    str(tmp / "model.int8.onnx"),
+                    weight_type=quantization.QuantType.QInt8,
+                    per_channel=head == "score",
                 )
             if final.exists():  # the float32 export was there: the int8 file joins it in a new folder
                 shutil.rmtree(final, ignore_errors=True)
@@ -138,6 +208,21 @@ def export_onnx(model_name_or_path: str | None = "default", *, quantize: bool = 
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+
+
+def onnx_session(path: Path, threads: int | None) -> Any:
+    """An ONNX Runtime CPU session for ``path`` with ``threads`` intra-op threads (None: ONNX Runtime's choice)."""
+    ort = require("onnxruntime")
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def onnx_feed(session: Any, encoded: Any) -> dict[str, np.ndarray]:
+    """The tokenizer's arrays the session takes, as int64."""
+    return {i.name: np.asarray(encoded[i.name]).astype(np.int64) for i in session.get_inputs()}
 
 
 class OnnxEmbedder:
@@ -177,15 +262,8 @@ class OnnxEmbedder:
 
     def _session(self, threads: int | None) -> Any:
         if threads not in self._sessions:
-            ort = require("onnxruntime")
-            options = ort.SessionOptions()
-            if threads:
-                options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
             name = "model.int8.onnx" if self.quantize else "model.onnx"
-            self._sessions[threads] = ort.InferenceSession(
-                str(self._ready() / name), options, providers=["CPUExecutionProvider"]
-            )
+            self._sessions[threads] = onnx_session(self._ready() / name, threads)
         return self._sessions[threads]
 
     @property
@@ -218,8 +296,7 @@ class OnnxEmbedder:
         for start in range(0, len(order), size):
             chunk = [texts[i] for i in order[start : start + size]]
             enc = self.tokenizer(chunk, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
-            feed = {k: enc[k].astype(np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
-            rows.append(session.run(["embedding"], feed)[0])
+            rows.append(session.run(["embedding"], onnx_feed(session, enc))[0])
         stacked = np.concatenate(rows).astype(np.float32)
         out = np.empty_like(stacked)
         out[order] = stacked

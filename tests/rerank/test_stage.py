@@ -261,3 +261,51 @@ def test_classifier_answer_is_memoised_per_query_and_classifier(engine):
     second = Counting("multi")
     stage.classifier = second  # type: ignore[assignment]
     assert stage.classify("q1") == "multi" and second.calls == 1
+
+
+def _dense_engine_with_classifier(emb: FakeEmbedder, tmp_path, **dense) -> Engine:
+    clf_dir = _classifier(emb).save(tmp_path / "clf")
+    cfg = EngineConfig(
+        retriever="dense",
+        dense=dense,
+        stages=[
+            StageSpec(
+                type="toolrerank",
+                params={"classifier_path": str(clf_dir), "classification": "classifier", "m_s": 3, "m_u": 5},
+            )
+        ],
+    )
+    return Engine.build(tiny_catalog(), cfg, embedder=emb)
+
+
+def test_the_classifier_reads_the_first_stage_query_vector_instead_of_encoding_again(tmp_path):
+    emb = FakeEmbedder(64)
+    engine = _dense_engine_with_classifier(emb, tmp_path)
+    clf = engine.stages[0].classifier
+    engine.search("weather forecast and send an email", 5)  # the first query checks the vectors are the same
+    for q in ("mail and weather", "forecast tomorrow", "email then map"):
+        before = emb.calls
+        res = engine.search_detailed(q, 5)
+        assert emb.calls - before == 1  # the first stage's query encode only
+        assert res.trace["toolrerank"]["query_type"] == clf.predict([q])[0]
+
+
+def test_with_a_query_prefix_the_classifier_encodes_the_query_itself(tmp_path):
+    emb = FakeEmbedder(64)
+    engine = _dense_engine_with_classifier(emb, tmp_path, query_prefix="query: ")
+    clf = engine.stages[0].classifier
+    engine.search("weather forecast and send an email", 5)
+    for q in ("mail and weather", "forecast tomorrow"):
+        before = emb.calls
+        res = engine.search_detailed(q, 5)
+        assert emb.calls - before == 2  # the prefixed first-stage vector is not the classifier's
+        assert res.trace["toolrerank"]["query_type"] == clf.predict([q])[0]
+
+
+def test_backend_and_threads_are_config_fields():
+    cfg = ToolRerankConfig(backend="onnx-int8", threads=1)
+    assert (cfg.backend, cfg.threads) == ("onnx-int8", 1)
+    with pytest.raises(ValueError):
+        ToolRerankConfig(backend="openvino")
+    with pytest.raises(ValueError):
+        ToolRerankConfig(threads=0)

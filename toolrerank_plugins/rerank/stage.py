@@ -35,7 +35,7 @@ from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.records import LabelledQuery, ScoredTool, ToolSpec
 from toolrerank_plugins.rerank.classifier import QueryType, QueryTypeClassifier, query_type
-from toolrerank_plugins.rerank.cross_encoder import Reranker
+from toolrerank_plugins.rerank.cross_encoder import Reranker, RerankerBackend
 from toolrerank_plugins.rerank.hierarchy import multi_tool_rerank, single_tool_rerank
 from toolrerank_plugins.rerank.truncation import adaptive_truncate
 from toolrerank_plugins.stages import Stage, StageContext, StageType
@@ -85,6 +85,14 @@ class ToolRerankConfig(RenamedFieldsModel):
     device: str = "auto"
     batch_size: int = Field(64, ge=1)
     max_length: int | None = Field(None, ge=8, description="pair length; None: the length the model was trained with")
+    backend: RerankerBackend = Field(
+        "torch",
+        description="what runs the cross-encoder: torch (sentence-transformers), onnx or onnx-int8 (ONNX Runtime on "
+        "the CPU, exported here from the model folder; the [fast] extra)",
+    )
+    threads: int | None = Field(
+        None, ge=1, description="cross-encoder intra-op threads on a CPU; None: chosen per call by measured speed"
+    )
 
     renamed_fields: ClassVar[Mapping[str, str]] = {"k": "top_k"}
 
@@ -145,6 +153,7 @@ class ToolRerankStage(Stage):
         self._tool_index: dict[str, list[str]] = {}
         self._emb_memo: dict[str, np.ndarray] = {}
         self._type_memo: dict[tuple[int, str], QueryType] = {}
+        self._shared_vectors: dict[int, bool] = {}  # classifier id -> the first stage's query vectors are its own
         if config.classification == "classifier" and classifier is None:
             raise ConfigError("classification='classifier' but no classifier was loaded")
         if config.classification == "oracle" and config.oracle_queries:
@@ -191,8 +200,11 @@ class ToolRerankStage(Stage):
             return [(1.0 - w) * float(s) + w * f for s, f in zip(scores, first)]
         return [float(s) for s in scores]
 
-    def classify(self, query: str) -> QueryType | None:
-        """The query type the stage will use (``None``: no hierarchy step)."""
+    def classify(self, query: str, ctx: StageContext | None = None) -> QueryType | None:
+        """The query type the stage will use (``None``: no hierarchy step).
+
+        With ``ctx``, a classifier trained on the engine's own bi-encoder reads the query vector the first
+        stage searched with (:meth:`StageContext.query_vectors`) instead of encoding the query again."""
         mode = self.config.classification
         if mode == "none":
             return None
@@ -208,11 +220,27 @@ class ToolRerankStage(Stage):
         found = self._type_memo.get(key)  # tuning grids classify the same queries hundreds of times
         if found is None:
             # concurrent searches may clear the memo at any time: keep the answer in a local, never re-read it
-            found = self.classifier.predict([query])[0]
+            found = self._predict_type(query, ctx)
             if len(self._type_memo) >= _TYPE_MEMO_SIZE:
                 self._type_memo.clear()
             self._type_memo[key] = found
         return found
+
+    def _predict_type(self, query: str, ctx: StageContext | None) -> QueryType:
+        classifier = self.classifier
+        assert classifier is not None
+        if ctx is None or self._shared_vectors.get(id(classifier)) is False:
+            return classifier.predict([query])[0]
+        vector = ctx.query_vectors([query])
+        if id(classifier) not in self._shared_vectors:
+            # the first stage's query vectors stand in for the classifier's own encode only when they are the
+            # same vectors (same model, no query prefix): checked once, on the first query
+            own = classifier.embedder.encode([query])
+            same = own.shape == vector.shape and bool(np.allclose(own, vector, atol=1e-3))
+            self._shared_vectors[id(classifier)] = same
+            vector = vector if same else own
+        proba = classifier.proba_from_embeddings(np.asarray(vector))
+        return "multi" if float(proba[0]) > classifier.threshold else "single"
 
     def _embeddings(self, items: list[ScoredTool], ctx: StageContext) -> np.ndarray:
         cached = ctx.cached_embeddings([c.id for c in items])
@@ -265,7 +293,7 @@ class ToolRerankStage(Stage):
         reranked = [kept[i] for i in order]
         rscores = [scores[i] for i in order]
         score_of = {c.id: s for c, s in zip(reranked, rscores)}
-        qtype = self.classify(query)
+        qtype = self.classify(query, ctx)
         trace.update(
             {
                 "scorer": "cross-encoder" if self.reranker is not None else f"first-stage ({cfg.fallback_scores})",
@@ -367,7 +395,14 @@ def _factory(cfg: ToolRerankConfig, ctx: StageContext, path: Path | None) -> Too
         if meta["has_classifier"]:
             clf_dir = str(Path(path) / "classifier")
     reranker = (
-        load_reranker(model_dir, device=cfg.device, batch_size=cfg.batch_size, max_length=cfg.max_length)
+        load_reranker(
+            model_dir,
+            backend=cfg.backend,
+            device=cfg.device,
+            batch_size=cfg.batch_size,
+            max_length=cfg.max_length,
+            threads=cfg.threads,
+        )
         if model_dir
         else None
     )
