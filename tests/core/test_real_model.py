@@ -128,7 +128,8 @@ def test_packing_is_off_when_its_vectors_differ(monkeypatch: pytest.MonkeyPatch)
     emb = SentenceTransformerEmbedder(device="cpu", max_length=24)
     assert not emb.packs_texts
     texts = ["hotel in Rome", "weather in Rome"]
-    assert abs(emb.encode(texts) - emb._encode_padded(texts)).max() == 0
+    # the same padded encode; only the per-call thread count may differ (float rounding, ~1e-7)
+    assert abs(emb.encode(texts) - emb._encode_padded(texts)).max() < 1e-6
 
 
 def test_a_message_and_its_requests_are_encoded_in_one_packed_call(

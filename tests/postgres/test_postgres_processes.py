@@ -146,6 +146,16 @@ def test_a_server_restart_mid_session_is_survived(pg_server: Any, table: str) ->
             engine.search("order a pizza", 1)
     finally:
         pg_server.start()
-    time.sleep(0.2)
-    assert engine.search("order a pizza", 1)[0].id == "Food/Pizza/order"
+    # the pool reconnects in the background with psycopg_pool's backoff (1 s, doubling while the server was
+    # down): until then a search is a clear StoreError, never a wrong result; then it works again
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            found = engine.search("order a pizza", 1)
+            break
+        except StoreError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    assert found[0].id == "Food/Pizza/order"
     assert json.dumps(engine.config.model_dump(mode="json")).count("postgresql://") == 0
