@@ -260,7 +260,7 @@ def main() -> None:
                 continue
             pg = backend.startswith("pg")
             t = time.perf_counter()
-            run = _run(["--worker-build", backend, str(folder), uri or "", str(args.work / str(size))])
+            run = _run(["--worker-build", backend, str(folder), (uri or "") if pg else "", str(args.work / str(size))])
             if pg:
                 run["connect"] = _run(["--worker-connect", backend, str(folder), uri or ""])
             result.setdefault("runs", {})[key] = run
