@@ -23,7 +23,9 @@ RetrieverName = str
 
 #: The recommended pipeline's stages (see :data:`DEFAULT_PIPELINE`); ``EngineConfig().stages`` is a fresh copy.
 DEFAULT_STAGES: tuple[Mapping[str, Any], ...] = (
-    {"type": "multi_intent"},
+    # named_tools off: it acts on three dev catalogs and gains on none (docs/benchmarks.md, "Does the default
+    # transfer?"); set here rather than as the field's default so that engines saved with it keep it
+    {"type": "multi_intent", "params": {"named_tools": False}},
     {"type": "tool_evidence"},
     {
         "type": "tgr",
@@ -75,7 +77,7 @@ class EngineConfig(RenamedFieldsModel):
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
     stages: list[StageSpec] = Field(default_factory=_default_stages)
     auto_tune: list[Literal["hybrid.fusion", "bm25.stemmer"]] = Field(
-        default_factory=list,
+        default_factory=lambda: ["hybrid.fusion"],
         description="settings Engine.build chooses for the catalog from pseudo-requests built from its own texts "
         "(no labels; retrieval.autotune); the chosen values are what the engine saves",
     )
@@ -153,6 +155,7 @@ DEFAULT_PIPELINE: Mapping[str, Any] = {
     "bm25": {"tokenizer": "identifiers", "stemmer": "english"},
     "hybrid": {"fusion": "zscore", "confidence_weighted": True},
     "stages": list(DEFAULT_STAGES),
+    "auto_tune": ["hybrid.fusion"],
 }
 
 #: The default with each request of a multi-request message matched by BM25 alone (``requests_by="lexical"``): the
@@ -177,6 +180,7 @@ LEGACY_DEFAULTS: Mapping[str, Any] = {
     "stages": [],
     "bm25": {"tokenizer": "plain", "stemmer": None},
     "hybrid": {"fusion": "rrf", "confidence_weighted": False},
+    "auto_tune": [],
 }
 
 

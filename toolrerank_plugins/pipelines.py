@@ -35,7 +35,8 @@ PLAIN_SECTIONS: Mapping[str, Any] = {
 
 def _plain(retriever: str, *, stages: list[dict[str, Any]] | None = None, **sections: Any) -> dict[str, Any]:
     # One retriever with its textbook settings and the given stages (none by default).
-    return {"retriever": retriever, **copy.deepcopy(dict(PLAIN_SECTIONS)), **sections, "stages": stages or []}
+    return {"retriever": retriever, **copy.deepcopy(dict(PLAIN_SECTIONS)), "auto_tune": [], **sections,
+            "stages": stages or []}
 
 
 def _hierarchy(retriever: str) -> dict[str, Any]:

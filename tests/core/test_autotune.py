@@ -37,16 +37,36 @@ def test_the_candidate_that_ranks_the_pseudo_requests_best_is_chosen_and_ties_ke
     catalog = tiny_catalog()
     requests = dict(pseudo_requests(catalog))
 
-    def make(config: Any, name: str) -> Any:  # stemming finds the drawn APIs, no stemming does not
-        return _Ranks(config.bm25.stemmer == "english", requests)
+    def make(config: Any, name: str) -> Any:  # no stemming finds the drawn APIs, stemming does not
+        return _Ranks(config.bm25.stemmer is None, requests)
 
-    cfg = EngineConfig(retriever="bm25", bm25={"stemmer": None}, auto_tune=["bm25.stemmer"])
+    cfg = EngineConfig(retriever="bm25", auto_tune=["bm25.stemmer"])  # the default stemmer, english
     chosen, report = choose(cfg, catalog, make)
-    assert chosen.bm25.stemmer == "english" and report.chosen == {"bm25.stemmer": "english"}
-    assert {s["bm25.stemmer"]: s["mrr"] for s in report.scores} == {None: 0.0, "english": 1.0}
+    assert chosen.bm25.stemmer is None and report.chosen == {"bm25.stemmer": None}
+    assert {s["bm25.stemmer"]: s["mrr"] for s in report.scores} == {None: 1.0, "english": 0.0}
     same, report = choose(cfg, catalog, lambda c, n: _Ranks(True, requests))  # a tie: the configured value
-    assert same.bm25.stemmer is None
+    assert same.bm25.stemmer == "english"
     assert mrr(_Ranks(True, requests), list(requests.items())) == 1.0
+
+
+def test_a_value_the_user_chose_is_not_tuned() -> None:
+    catalog = tiny_catalog()
+    requests = dict(pseudo_requests(catalog))
+    built: list[str] = []
+
+    def make(config: Any, name: str) -> Any:
+        built.append(name)
+        return _Ranks(True, requests)
+
+    mine = EngineConfig(hybrid={"fusion": "rrf"})  # auto_tune is ["hybrid.fusion"] by default
+    assert mine.auto_tune == ["hybrid.fusion"]
+    kept, report = choose(mine, catalog, make)
+    assert kept.hybrid.fusion == "rrf" and report.chosen == {} and built == []
+    # the default value, named or not, is tuned
+    for cfg in (EngineConfig(), EngineConfig(hybrid={"fusion": "zscore"})):
+        built.clear()
+        _, report = choose(cfg, catalog, make)
+        assert set(report.chosen) == {"hybrid.fusion"} and "dense" in built
 
 
 def test_an_engine_built_with_auto_tune_saves_the_chosen_values(tmp_path: Path) -> None:

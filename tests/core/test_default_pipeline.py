@@ -119,7 +119,7 @@ def test_score_fuse_properties(a: list[Hit], b: list[Hit], wa: float, wb: float,
 def test_hybrid_score_fusion_through_the_engine() -> None:
     cat = tiny_catalog()
     for fusion in ("rrf", "minmax", "zscore"):
-        config = EngineConfig(retriever="hybrid", hybrid={"fusion": fusion})
+        config = EngineConfig(retriever="hybrid", hybrid={"fusion": fusion}, auto_tune=[])
         engine = Engine.build(cat, config, embedder=FakeEmbedder())
         top = engine.search("send an email message", top_k=3)
         assert "Mail/PostBox/send_email" in [h.id for h in top], fusion

@@ -69,7 +69,10 @@ def test_every_preset_resolves_in_a_fresh_interpreter_without_the_cli() -> None:
     assert [s["type"] for s in default["stages"]][:2] == ["multi_intent", "tool_evidence"]
     assert configs["hybrid+tgr"]["stages"][0]["params"] == {"expansion": {"enabled": True}}
     fast = configs["default-fast"]  # the default, with the requests matched lexically
-    assert fast["stages"][0] == {**default["stages"][0], "params": {"requests_by": "lexical"}}
+    assert fast["stages"][0] == {
+        **default["stages"][0], "params": {**default["stages"][0]["params"], "requests_by": "lexical"}
+    }
+    assert default["auto_tune"] == ["hybrid.fusion"] and configs["hybrid"]["auto_tune"] == []
     assert {k: v for k, v in fast.items() if k != "stages"} == {k: v for k, v in default.items() if k != "stages"}
     assert fast["stages"][1:] == default["stages"][1:]
 

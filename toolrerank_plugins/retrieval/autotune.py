@@ -95,8 +95,9 @@ def choose(
     from toolrerank_plugins.retrieval.hybrid import HybridConfig, HybridRetriever
 
     t0 = time.perf_counter()
-    knobs = [k for k in config.auto_tune if k in AUTO_KNOBS]
-    if config.retriever != "hybrid":
+    knobs = [k for k in config.auto_tune if k in AUTO_KNOBS and not _chosen_by_user(config, k)]
+    if config.retriever != "hybrid" or list(config.hybrid.parts) != ["dense", "bm25"]:
+        # fusion is tuned over the built-in parts only (a plug-in's parts, e.g. PostgreSQL's, keep their setting)
         knobs = [k for k in knobs if not k.startswith("hybrid.")]
     if config.retriever not in ("hybrid", "bm25"):
         knobs = [k for k in knobs if not k.startswith("bm25.")]
@@ -131,6 +132,14 @@ def choose(
     report.seconds = round(time.perf_counter() - t0, 2)
     logger.info("auto_tune chose %s on %d pseudo-requests (%s)", best[1], len(requests), report.scores)
     return _set(config, best[1]), report
+
+
+def _chosen_by_user(config: Any, knob: str) -> bool:
+    """A knob set explicitly to something other than its default (``hybrid={"fusion": "rrf"}``) is the user's
+    choice and is not tuned; the default value, given or not, is tuned."""
+    section, key = knob.split(".")
+    part = getattr(config, section)
+    return key in part.model_fields_set and getattr(part, key) != type(part).model_fields[key].default
 
 
 def _get(config: Any, knob: str) -> Any:
