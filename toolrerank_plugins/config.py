@@ -37,6 +37,14 @@ DEFAULT_STAGES: tuple[Mapping[str, Any], ...] = (
 )
 
 
+#: A setting ``EngineConfig.auto_tune`` may choose per catalog at build time.
+AutoTuneKnob = Literal["hybrid.fusion", "bm25.stemmer"]
+
+
+def _default_auto_tune() -> list[AutoTuneKnob]:
+    return ["hybrid.fusion"]
+
+
 def _default_stages() -> list[StageSpec]:
     import copy
 
@@ -76,8 +84,8 @@ class EngineConfig(RenamedFieldsModel):
     bm25: BM25Config = Field(default_factory=BM25Config)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
     stages: list[StageSpec] = Field(default_factory=_default_stages)
-    auto_tune: list[Literal["hybrid.fusion", "bm25.stemmer"]] = Field(
-        default_factory=lambda: ["hybrid.fusion"],
+    auto_tune: list[AutoTuneKnob] = Field(
+        default_factory=_default_auto_tune,
         description="settings Engine.build chooses for the catalog from pseudo-requests built from its own texts "
         "(no labels; retrieval.autotune); the chosen values are what the engine saves",
     )
