@@ -57,7 +57,7 @@ def _pct(ms: list[float]) -> dict[str, float]:
     return {"p50": round(statistics.median(ms), 2), "p95": round(ms[min(len(ms) - 1, int(0.95 * len(ms)))], 2)}
 
 
-def _config(backend: str) -> Any:
+def _config(backend: str, size: str = "") -> Any:
     from toolrerank_plugins.pipelines import pipeline_config
     from toolrerank_plugins.postgres import postgres_config
 
@@ -66,7 +66,7 @@ def _config(backend: str) -> Any:
     cfg = pipeline_config("default", dense={**pipeline_config("default").dense.model_dump(), "backend": "static",
                                             "index": index}, auto_tune=[])
     if backend.startswith("pg"):
-        table = f"scale_{backend.replace('-', '_')}"
+        table = f"scale_{backend.replace('-', '_')}_{size}"  # one table per size: a size's clients find theirs
         return postgres_config(cfg, table=table, index="hnsw" if index == "hnsw" else "exact")
     return cfg
 
@@ -143,13 +143,13 @@ def worker_build(backend: str, folder: Path, uri: str | None, out_dir: Path) -> 
     resources = {"postgres": uri} if uri else None
     rss_before = _rss_mb()
     t = time.perf_counter()
-    engine = Engine.build(catalog, _config(backend), embedding_cache=cache, resources=resources)
+    engine = Engine.build(catalog, _config(backend, folder.name), embedding_cache=cache, resources=resources)
     build_s = time.perf_counter() - t
     del cache
     res: dict[str, Any] = {"catalog_load_s": round(load_s, 1), "build_s": round(build_s, 1),
                            "rss_before_build_mb": round(rss_before), "max_rss_mb": round(_rss_mb())}
     if uri:
-        res["disk_mb"] = round(_pg_size(uri, _config(backend).section("pgvector").table) / 2**20, 1)
+        res["disk_mb"] = round(_pg_size(uri, _config(backend, folder.name).section("pgvector").table) / 2**20, 1)
     else:
         path = engine.save(out_dir / f"engine-{backend}", overwrite=True)
         res["disk_mb"] = round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20, 1)
@@ -163,7 +163,7 @@ def worker_connect(backend: str, folder: Path, uri: str) -> dict[str, Any]:
 
     queries = [q for q in load_queries(folder) if q.split == "dev"]
     t = time.perf_counter()
-    engine = connect_engine(uri, table=_config(backend).section("pgvector").table)
+    engine = connect_engine(uri, table=_config(backend, folder.name).section("pgvector").table)
     res = {"connect_s": round(time.perf_counter() - t, 1), "max_rss_mb": round(_rss_mb())}
     res.update(_timings(engine, queries))
     return res
@@ -174,7 +174,7 @@ def worker_client(backend: str, folder: Path, uri: str, seconds: float) -> dict[
     from toolrerank_plugins.postgres import connect_engine
 
     queries = [q.query for q in load_queries(folder) if q.split == "dev"]
-    engine = connect_engine(uri, table=_config(backend).section("pgvector").table)
+    engine = connect_engine(uri, table=_config(backend, folder.name).section("pgvector").table)
     for q in queries[:5]:
         engine.search(q, top_k=5)
     Path(os.environ["SCALE_READY"]).touch()
