@@ -329,8 +329,12 @@ def test_sigint_while_indexing_exits_130_without_a_traceback(catalog_dir: Path, 
 
     script = textwrap.dedent(
         """
-        import sys, time
+        import signal, sys, time
         from toolrerank_plugins.engine import Engine
+
+        # as in a terminal: a test run started in the background inherits SIGINT ignored (a shell's rule for
+        # background jobs), and Python then installs no KeyboardInterrupt handler
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
         def slow_build(cls, *args, **kwargs):
             sys.stderr.write("building\\n")
