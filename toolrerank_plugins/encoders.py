@@ -220,10 +220,12 @@ class ThreadChooser:
     changes while a process runs, so the chooser keeps each option's cost (seconds per character of text: a
     moving average for the option in use, the latest try for the other) and uses the cheaper one, trying the
     other every ``explore_every``-th call (so a change of load is noticed within that many searches, at the price
-    of one call in that many). One thread until both options have been measured. Thread-safe.
+    of one call in that many). One thread until both options have been measured. The first ``warm_up`` calls
+    recorded are not counted (the first call of a model pays for loading and warming it, not for its thread
+    count); :meth:`warmed` counts a call the chooser did not pick for (an index build) as one. Thread-safe.
 
     Example:
-        >>> c = ThreadChooser(2)
+        >>> c = ThreadChooser(2, warm_up=0)
         >>> c.record(1, 0.010, 100); c.record(2, 0.005, 100)
         >>> [c.pick() for _ in range(3)]
         [2, 2, 2]
@@ -232,13 +234,19 @@ class ThreadChooser:
         1
     """
 
-    def __init__(self, wide: int, *, explore_every: int = 32, alpha: float = 0.3) -> None:
+    def __init__(self, wide: int, *, explore_every: int = 32, alpha: float = 0.3, warm_up: int = 1) -> None:
         self.options = (1, wide) if wide > 1 else (1,)
         self.explore_every = explore_every
         self.alpha = alpha
         self._cost: dict[int, float] = {}
         self._calls = 0
+        self._warm_up = warm_up
         self._lock = threading.Lock()
+
+    def warmed(self) -> None:
+        """A call ran that the chooser did not pick threads for; it counts as a warm-up call."""
+        with self._lock:
+            self._warm_up = max(0, self._warm_up - 1)
 
     def pick(self) -> int:
         with self._lock:
@@ -255,6 +263,9 @@ class ThreadChooser:
         """A call on ``threads`` threads took ``seconds`` for ``work`` characters of text."""
         cost = seconds / max(work, 1)
         with self._lock:
+            if self._warm_up > 0:  # warm-up: its time says nothing of its thread count
+                self._warm_up -= 1
+                return
             before = self._cost.get(threads)
             in_use = len(self._cost) == len(self.options) and threads == min(self._cost, key=self._cost.__getitem__)
             # the option in use: a moving average (one slow call does not flip it); a periodic try of the other
@@ -324,7 +335,6 @@ class SentenceTransformerEmbedder:
         self.torch_threads = torch_threads
         self._model: Any = None
         self._threads: ThreadChooser | None = None
-        self._warm = False
         self._packer: _Packer | None = None
         self._packer_checked = False
 
@@ -402,9 +412,10 @@ class SentenceTransformerEmbedder:
         start = time.perf_counter()
         with intra_op_threads(threads):
             out = self._encode(texts, batch_size=batch_size, show_progress_bar=show_progress_bar)
-        if chosen and self._warm:  # the first call pays for warm-up, not for its thread count
+        if chosen:
             self._chooser().record(threads, time.perf_counter() - start, sum(map(len, texts)))  # type: ignore[arg-type]
-        self._warm = True
+        elif not self.torch_threads:
+            self._chooser().warmed()  # a long call (an index build) warmed the model up too
         return out
 
     def _encode(

@@ -17,7 +17,7 @@ def _run(chooser: ThreadChooser, cost: dict[int, float], calls: int) -> list[int
 
 
 def test_it_follows_the_load_both_ways() -> None:
-    chooser = ThreadChooser(2, explore_every=16)
+    chooser = ThreadChooser(2, explore_every=16, warm_up=0)
     idle = {1: 0.010, 2: 0.007}  # two threads faster on an idle machine
     picked = _run(chooser, idle, 64)
     assert picked[:2] == [1, 2] and picked[10:].count(2) >= 48 - 2  # measured both, then the faster
@@ -37,3 +37,15 @@ def test_one_core_means_one_thread_and_concurrent_use_is_safe() -> None:
     for w in workers:
         w.join()
     assert chooser.pick() in (1, 2) and chooser._cost[1] < chooser._cost[2]
+
+
+def test_the_warm_up_call_is_not_counted() -> None:
+    chooser = ThreadChooser(2)
+    chooser.record(1, 5.0, 100)  # the model's first call: loading and warm-up
+    chooser.record(1, 0.01, 100)
+    chooser.record(2, 0.02, 100)
+    assert chooser._cost == {1: 0.01 / 100, 2: 0.02 / 100}
+    built = ThreadChooser(2)
+    built.warmed()  # an index build the chooser did not pick for warmed the model up
+    built.record(1, 0.01, 100)
+    assert built._cost == {1: 0.01 / 100}

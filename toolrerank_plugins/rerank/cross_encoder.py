@@ -148,7 +148,6 @@ class SentenceTransformerReranker:
         self.threads = threads
         self._model: Any = None
         self._chooser: ThreadChooser | None = None
-        self._warm = False
 
     @property
     def seen_tools(self) -> frozenset[str]:
@@ -200,9 +199,7 @@ class SentenceTransformerReranker:
                 convert_to_numpy=True,
             )
         if self._chooser is not None and threads is not None and not self.threads:
-            if self._warm:  # the first call pays for warm-up, not for its thread count
-                self._chooser.record(threads, time.perf_counter() - start, _work(query, texts))
-            self._warm = True
+            self._chooser.record(threads, time.perf_counter() - start, _work(query, texts))
         return [float(x) for x in out.reshape(-1)]
 
     def save(self, path: str | Path) -> Path:
@@ -273,7 +270,6 @@ class OnnxReranker:
         self._tokenizer: Any = None
         self._sessions: dict[int, Any] = {}
         self._chooser = ThreadChooser(_cpu_threads()) if threads is None else None
-        self._warm = False
         self._lock = threading.Lock()
 
     @property
@@ -342,9 +338,7 @@ class OnnxReranker:
             )
             out[chunk] = session.run(["score"], onnx_feed(session, enc))[0].reshape(-1)
         if self._chooser is not None:
-            if self._warm:  # the first call pays for warm-up, not for its thread count
-                self._chooser.record(threads, time.perf_counter() - start, _work(query, texts))
-            self._warm = True
+            self._chooser.record(threads, time.perf_counter() - start, _work(query, texts))
         return [float(x) for x in out]
 
     def save(self, path: str | Path) -> Path:
