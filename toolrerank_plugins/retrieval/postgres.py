@@ -76,7 +76,7 @@ class PostgresConfig(ConfigModel):
     index: Literal["exact", "hnsw"] = Field("exact", description="exact inner-product scan, or an HNSW index")
     hnsw_m: int = Field(16, ge=2, le=100)
     hnsw_ef_construction: int = Field(64, ge=4, le=1000)
-    hnsw_ef_search: int = Field(100, ge=1, le=1000)
+    hnsw_ef_search: int = Field(200, ge=1, le=1000)
     timeout: float = Field(
         10.0, gt=0, le=3600, description="seconds to wait for a connection before a StoreError (a server that is down)"
     )
