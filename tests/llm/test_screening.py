@@ -9,7 +9,7 @@ import pytest
 
 from toolrerank_plugins.engine import Engine, EngineConfig
 from toolrerank_plugins.llm.feedback import FeedbackConfig, FeedbackStage
-from toolrerank_plugins.llm.parsing import is_chat, restates
+from toolrerank_plugins.llm.parsing import is_chat, is_placeholder, restates
 from toolrerank_plugins.llm.qta import QTAConfig, QTAStage
 from toolrerank_plugins.llm.query_generation import QueryGenerationConfig, QueryGenerationStage
 from toolrerank_plugins.records import ScoredTool
@@ -77,6 +77,47 @@ def test_query_generation_drops_chat_and_restatements_and_falls_back_when_nothin
     QueryGenerationStage(QueryGenerationConfig(), llm=llm).run(q, cands, e.context, tr)
     assert "fallback" not in tr and tr["queries"][0] == "log in to the account with a password"
     assert [d["reason"] for d in tr["dropped"]] == ["chat"]
+
+
+# SmolLM2-135M's answer to query generation on RestBench's spotify-5 (benchmarks/llm_quality.py --mode real):
+# template lines, one of them twice, that retrieved playlists and a TV show above two gold APIs.
+SMOLLM2_TEMPLATE = (
+    "The API that can help you with your request is: API: [API_Name](https://example.com/API_Name) Description: "
+    "[API_Name](https://example.com/API_Name)\nAPI_Name\nAPI_Name"
+)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("API: API_Name", True),
+        ("[Tool name](https://example.com/tool)", True),
+        ("Description: your description here", True),
+        ("API that returns the albums of an artist", False),
+        ("Get the current weather", False),
+    ],
+)
+def test_template_lines_are_placeholders(text: str, expected: bool) -> None:
+    assert is_placeholder(text) is expected
+
+
+def test_query_generation_drops_template_lines_and_repeats() -> None:
+    e = _bm25()
+    q = "send an email message to my boss"
+    cands = e.retrieve([q], 10)[0]
+    tr: dict[str, Any] = {}
+    out = QueryGenerationStage(QueryGenerationConfig(), llm=ScriptedLLM(default=SMOLLM2_TEMPLATE)).run(
+        q, cands, e.context, tr
+    )
+    assert _ids(out) == _ids(cands) and tr["fallback"].startswith("unusable_output: ")
+    assert {d["reason"] for d in tr["dropped"]} <= {"placeholder", "repeated", "chat"}
+    assert "placeholder" in {d["reason"] for d in tr["dropped"]}
+    # a line that says the same as an earlier one is dropped, the first is kept
+    llm = ScriptedLLM(default="log in to the account with a password\nLog in to the account with a password!")
+    tr = {}
+    QueryGenerationStage(QueryGenerationConfig(), llm=llm).run(q, cands, e.context, tr)
+    assert tr["queries"][:-1] == ["log in to the account with a password"]
+    assert [d["reason"] for d in tr["dropped"]] == ["repeated"]
 
 
 def test_screening_off_gives_the_papers_behaviour() -> None:

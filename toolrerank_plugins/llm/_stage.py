@@ -32,6 +32,7 @@ from toolrerank_plugins.llm.parsing import (
     copies_document,
     copy_tokens,
     is_chat,
+    is_placeholder,
     restates,
     shingles,
     strip_markup,
@@ -214,7 +215,9 @@ class LLMStage(Stage):
     ) -> list[str]:
         """``texts`` without the useless ones (``screen_answers``), URLs and tags removed from the rest.
 
-        Dropped: text with no content word once URLs, tags and link targets are gone (``garbage``); chat
+        Dropped: text with no content word once URLs, tags and link targets are gone (``garbage``); text of
+        template words only ("API: API_Name", ``placeholder``); a text that repeats an earlier one's content
+        words (``repeated``: a degenerate answer that says the same line again); chat
         addressed to the user or about the task (``chat``); restatements of the request (``restates_request``:
         no content word that ``requests`` — the user's request, and for feedback the current instruction — do
         not already have); with ``max_words``, text longer than that (``too_long``: it ignored the prompt's
@@ -228,6 +231,7 @@ class LLMStage(Stage):
         made_up = {w for name in invented for w in content_words(name)}
         kept: list[str] = []
         dropped: list[dict[str, Any]] = []
+        seen: set[tuple[str, ...]] = set()
         for t in texts:
             clean = strip_markup(t)
             words = content_words(clean)
@@ -237,12 +241,18 @@ class LLMStage(Stage):
                 reason = "off_catalog"
             elif is_chat(clean):
                 reason = "chat"
+            elif is_placeholder(clean):
+                reason = "placeholder"
+            elif tuple(sorted(set(words))) in seen:
+                reason = "repeated"
             elif restates(clean, request):
                 reason = "restates_request"
             elif max_words is not None and len(clean.split()) > max_words:
                 reason = "too_long"
             else:
                 reason = None
+            if words:
+                seen.add(tuple(sorted(set(words))))
             if reason is None:
                 kept.append(clean)
             else:

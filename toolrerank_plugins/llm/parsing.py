@@ -605,6 +605,28 @@ def content_words(text: str) -> list[str]:
     return [w[:6] for w in (t for t in copy_tokens(text) if t.isalpha()) if len(w) >= 3 and w not in _FUNCTION_WORDS]
 
 
+#: Words of templates and placeholders (as :func:`content_words` cuts them): a line made of nothing else
+#: ("API: API_Name", "[Tool name](https://example.com)", "Description: your description here") names no API.
+_PLACEHOLDER_WORDS = frozenset(
+    "api apis name names descri exampl functi endpoi tool tools method url link https http www com org "
+    "placeh insert value string item items text title info detail param argume output input result "
+    "respon reques query queries foo bar baz xxx todo tbd".split()
+)
+
+
+def is_placeholder(text: str) -> bool:
+    """Whether every content word of ``text`` is a template or placeholder word (and it has some).
+
+    Example:
+        >>> is_placeholder("API: API_Name"), is_placeholder("Description: [Tool name](https://example.com)")
+        (True, True)
+        >>> is_placeholder("API that returns the albums of an artist")
+        False
+    """
+    words = content_words(text)
+    return bool(words) and all(w in _PLACEHOLDER_WORDS for w in words)
+
+
 def new_words(text: str, request: str) -> tuple[int, int]:
     """``(new, total)``: of ``text``'s content words (:func:`content_words`, distinct), how many are not in
     ``request``.
