@@ -11,19 +11,20 @@ Dev sets (``--sets``), none of them copied into the repository:
   plus every API it transitively depends on. ToolBench's vectors come from ``--toolbench-engine``.
 - ``synthetic``: ``benchmarks/declared_chains_data.py`` (seed 0): 16 services, chains of depth 2-5.
 
-Pipelines: ``default`` (today's, ``EngineConfig()``), ``default + declared chains`` (the same, ``tgr`` expansion
-``declared_chains: true``; budget scaled with the caller's ``top_k``) and a few ``chain_depth`` / ``chain_order``
-variants, and ``peer`` (graph-tool-call's protocol: the dense top-4 targets, then every prerequisite up to 3 hops
+Pipelines: ``without chains`` (the default before, ``declared_chains: false``), ``default (chains from top_k 10)``
+(``EngineConfig()``: ``declared_chains: true``, budget scaled with the caller's ``top_k``, from ``chain_min_top_k``
+10 up), ``chains at every top_k`` (``chain_min_top_k: 1``) and a few ``chain_depth`` / ``chain_order`` / share
+variants of it, and ``peer`` (graph-tool-call's protocol: the dense top-4 targets, then every prerequisite up to 3 hops
 over the declared edges, breadth first per target in rank order, then the rest of the dense ranking).
 
 Each query runs the default pipeline once with its ``tgr`` expansion off (the ``tgr`` stage's input, 50 deep);
 every expansion variant is then applied to those candidates with ``expand_prerequisites`` and the caller's
 ``top_k`` -- one search per k, so a variant whose budget scales with ``top_k`` is measured at @5 with
-``top_k=5`` and at @10 with ``top_k=10`` (checked: ``default + declared chains`` through ``Engine.search``
-gives the same top 10 on the first 25 queries of every set). ``@5 of top-10`` is R@5 / S@5 read from the
+``top_k=5`` and at @10 with ``top_k=10`` (checked: the default through ``Engine.search`` gives the same top 5 and
+top 10 on the first 25 queries of every set). ``@5 of top-10`` is R@5 / S@5 read from the
 ``top_k=10`` search, what ``evaluate(ks=(5, 10))`` reports.
 
-``--experiments single``: today's default vs ``default + declared chains`` on the six shared dev sets (each with
+``--experiments single``: the default with and without declared chains on the six shared dev sets (each with
 its own ``edges.jsonl``: their edges are ``derived`` from call data, not declared, so they keep today's rule) and
 the bundled catalog; R@5 / S@5 at ``top_k=5`` overall and R@5 of single-tool queries, paired bootstrap 95 %
 intervals; ``+ derived`` also follows ``derived`` edges to the end (a sensitivity check).
@@ -155,19 +156,31 @@ def config_with(expansion: Mapping[str, Any]) -> EngineConfig:
     return cfg.model_copy(update={"stages": stages})
 
 
+BASE = "without chains"
+NEW = "default (chains from top_k 10)"
+EVERY_K = "chains at every top_k"
+
+
 def variants(experiment: str) -> dict[str, dict[str, Any]]:
-    today = default_expansion()
-    chains = {**today, "declared_chains": True}
+    default = default_expansion()  # declared_chains on, chain_min_top_k 10
+    base = {**default, "declared_chains": False}
+    every = {**default, "chain_min_top_k": 1}
     if experiment == "single":
-        derived = {**chains, "chain_origins": ["declared", "labelled", "derived"]}
-        keep = {**chains, "chain_keep_direct": True}
-        return {"default": today, "default + declared chains": chains, "+ derived": derived, "chains + direct": keep}
-    out = {"default": today, "default + declared chains": chains}
+        return {
+            BASE: base,
+            NEW: default,
+            EVERY_K: every,
+            "+ derived": {**every, "chain_origins": ["declared", "labelled", "derived"]},
+            "chains + direct": {**every, "chain_keep_direct": True},
+            "chains, share 0.6": {**every, "chain_share": 0.6},
+            "chains, share 0.8": {**every, "chain_share": 0.8},
+        }
+    out = {BASE: base, NEW: default, EVERY_K: every}
     for depth in (2, 3, 5):
-        out[f"chains depth {depth}"] = {**chains, "chain_depth": depth}
-    out["chains, order by depth"] = {**chains, "chain_order": "depth"}
-    out["chains, share 0.4"] = {**chains, "chain_share": 0.4}
-    out["chains, keep today's direct rule"] = {**chains, "chain_keep_direct": True}
+        out[f"chains depth {depth}"] = {**every, "chain_depth": depth}
+    out["chains, order by depth"] = {**every, "chain_order": "depth"}
+    out["chains, share 0.4"] = {**every, "chain_share": 0.4}
+    out["chains, keep today's direct rule"] = {**every, "chain_keep_direct": True}
     return out
 
 
@@ -221,7 +234,7 @@ def run_set(
     cands: dict[str, list[ScoredTool]] = {q.id: candidates_engine.search(q.query, DEPTH) for q in queries}
     logger.info("%s: %d queries, candidates in %.0f s", name, len(queries), time.perf_counter() - t)
     per_query: dict[str, dict[str, dict[str, float]]] = {}
-    rankings: dict[str, dict[str, list[str]]] = {}
+    rankings: dict[tuple[str, int], dict[str, list[str]]] = {}
     for label, kw in variants(experiment).items():
         cfg = ExpansionConfig(**kw)
         rows: dict[str, dict[str, float]] = {}
@@ -230,8 +243,8 @@ def run_set(
             for k in (5, 10):
                 ranked = [c.id for c in expand_prerequisites(cands[q.id], graph, catalog, cfg, top_k=k)[0][:k]]
                 row.update(query_metrics(ranked, q.relevant, (k,)))
+                rankings.setdefault((label, k), {})[q.id] = ranked
                 if k == 10:
-                    rankings.setdefault(label, {})[q.id] = ranked
                     five = query_metrics(ranked, q.relevant, (5,))
                     row["recall@5 of top-10"] = five["recall@5"]
                     row["sufficiency@5 of top-10"] = five["sufficiency@5"]
@@ -252,12 +265,11 @@ def run_set(
     # the simulated variant equals a real search with that config
     mismatches = 0
     if check:
-        engine = Engine.build(
-            catalog, config_with(variants(experiment)["default + declared chains"]), embedding_cache=cache
-        )
+        engine = Engine.build(catalog, config_with(variants(experiment)[NEW]), embedding_cache=cache)
         for q in queries[:check]:
-            got = [r.id for r in engine.search(q.query, 10)]
-            mismatches += got != rankings["default + declared chains"][q.id]
+            for k in (5, 10):
+                got = [r.id for r in engine.search(q.query, k)]
+                mismatches += got != rankings[(NEW, k)][q.id]
     groups: dict[str, list[str]] = {"all": [q.id for q in queries]}
     if name == "bundled":
         groups["chain"] = [q.id for q in chain_queries(catalog, queries)]
@@ -285,8 +297,7 @@ def run_set(
 def _intervals(
     per_query: Mapping[str, Mapping[str, Mapping[str, float]]], groups: Mapping[str, list[str]], experiment: str
 ) -> dict[str, Any]:
-    new = "default + declared chains"
-    pairs = [(new, "default")] + ([(new, PEER)] if experiment == "chains" else [("+ derived", "default")])
+    pairs = [(NEW, BASE), (EVERY_K, BASE)] + ([(NEW, PEER)] if experiment == "chains" else [("+ derived", BASE)])
     metrics = ("recall@10", "sufficiency@10") if experiment == "chains" else ("recall@5", "sufficiency@5")
     out: dict[str, Any] = {}
     for a, b in pairs:

@@ -92,14 +92,14 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default +lexical requests": _stage_param("multi_intent", "requests_by", "lexical"),
     "default -asking lines (every line a request)": _stage_param("multi_intent", "lines", "all"),
     "default -preamble as context (self-description a request)": _stage_param("multi_intent", "preamble", "request"),
-    "default -named tools": _stage_param("multi_intent", "named_tools", False),
+    "default +named tools": _stage_param("multi_intent", "named_tools", True),  # off in the default since issue 29
     "default -action verbs": _stage_param("multi_intent", "actions", False),
     "default -action compounds": _stage_param("multi_intent", "action_compounds", False),
     "default -and before a verb": _stage_param("multi_intent", "and_verbs", False),
     "default -tool_evidence": _without_stage("tool_evidence"),
     "default -tgr": _without_stage("tgr"),
-    "default +declared chains": _expansion("declared_chains", True),
-    "default +auto fusion": _set(("auto_tune",), ["hybrid.fusion"]),
+    "default -declared chains": _expansion("declared_chains", False),  # on (from top_k 10) since issue 29
+    "default -auto fusion": _set(("auto_tune",), []),  # on since issue 29
     "default +auto stemming": _set(("auto_tune",), ["bm25.stemmer"]),
 }
 

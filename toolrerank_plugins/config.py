@@ -31,7 +31,8 @@ DEFAULT_STAGES: tuple[Mapping[str, Any], ...] = (
         "type": "tgr",
         "params": {
             "propagate": False,
-            "expansion": {"enabled": True, "window": 2, "max_inserted": 2, "min_weight": 1.0},
+            # the catalog owner's declared edges followed to the end from top_k 10 up (issue 29, item 3)
+            "expansion": {"enabled": True, "window": 2, "max_inserted": 2, "min_weight": 1.0, "declared_chains": True},
         },
     },
 )

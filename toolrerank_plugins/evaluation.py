@@ -148,12 +148,16 @@ def evaluate(
     """Run every query through ``engine`` one at a time (latency), then in batches (throughput).
 
     Queries whose relevant ids are all missing from the catalog keep their missing ids (they count as
-    misses); queries with an empty relevant list are skipped and counted.
+    misses); queries with an empty relevant list are skipped and counted. Metrics at each k come from one
+    ``top_k=max(ks)`` search, unless a stage ranks by the caller's ``top_k`` (:attr:`Stage.uses_top_k`: the default
+    pipeline's declared chains): then each smaller k is searched again with ``top_k=k``, what a caller asking for k
+    APIs gets (latency is the ``max(ks)`` search's).
     """
     ks = sorted(set(int(k) for k in ks))
     if not ks or ks[0] < 1:
         raise ValueError(f"ks must be positive integers, got {ks}")
     top_k = max(ks)
+    per_k = any(getattr(stage, "uses_top_k", False) for stage in engine.stages)
     usable = [q for q in queries if q.relevant]
     skipped = len(queries) - len(usable)
     if skipped:
@@ -181,6 +185,9 @@ def evaluate(
                     usage_tot[key] += val
         ranking = [r.id for r in res.results]
         m = query_metrics(ranking, q.relevant, ks)
+        for k in ks[:-1] if per_k else ():
+            at_k = query_metrics([r.id for r in engine.search(q.query, k)], q.relevant, (k,))
+            m.update({key: v for key, v in at_k.items() if key.endswith(f"@{k}")})
         all_rows.append(m)
         rows_by_group[q.group or "all"].append(m)
         per_query.append(

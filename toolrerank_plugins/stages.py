@@ -210,6 +210,12 @@ class Stage(ABC):
     #: ``--explain`` and :meth:`Engine.score_scales`. Scores of different stages are on different scales.
     score_scale: str = "this stage's score: higher is better; compare it within one query only"
 
+    @property
+    def uses_top_k(self) -> bool:
+        """Whether this stage ranks differently for a different ``top_k`` (it reads ``ctx.top_k``): then the top
+        5 of a ``top_k=10`` search need not be a ``top_k=5`` search's, and :func:`evaluate` searches once per k."""
+        return False
+
     @abstractmethod
     def run(
         self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]

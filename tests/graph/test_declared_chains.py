@@ -38,7 +38,10 @@ def _ids(items: list[ScoredTool]) -> list[str]:
     return [s.id for s in items]
 
 
-CHAINS = ExpansionConfig(enabled=True, window=2, max_inserted=2, min_weight=1.0, declared_chains=True)
+# chains at every top_k (the mechanism); the default follows them from top_k 10 up (test_below_chain_min_top_k...)
+CHAINS = ExpansionConfig(
+    enabled=True, window=2, max_inserted=2, min_weight=1.0, declared_chains=True, chain_min_top_k=1
+)
 
 
 def test_graph_keeps_the_catalog_origin_of_declared_edges(tmp_path: Any) -> None:
@@ -90,6 +93,21 @@ def test_budget_scales_with_top_k() -> None:
     assert ins1 == [] and _ids(out1) == _ids(ranking)
     assert chain_budget(CHAINS, 7) == (7, 3, 4)
     assert chain_budget(CHAINS.model_copy(update={"chain_share": 0.4}), 10) == (10, 4, 6)
+
+
+def test_below_chain_min_top_k_declared_edges_keep_the_direct_rule() -> None:
+    cat = _catalog()
+    ranking = _ranking(cat, ["delete_task", *OTHERS])
+    default = ExpansionConfig(**next(s for s in EngineConfig().stages if s.type == "tgr").params["expansion"])
+    assert default.declared_chains and default.chain_min_top_k == 10  # the default pipeline follows them from 10
+    out5, ins5 = expand_prerequisites(ranking, _graph(cat), cat, default, top_k=5)
+    assert _ids(out5)[:3] == ["delete_task", "list_tasks", "other0"] and [i["id"] for i in ins5] == ["list_tasks"]
+    assert "chain" not in ins5[0]
+    out10, ins10 = expand_prerequisites(ranking, _graph(cat), cat, default, top_k=10)
+    assert [i["id"] for i in ins10] == ["list_tasks", "list_boards", "list_projects", "find_workspace"]
+    assert all(i["chain"] for i in ins10)
+    # no top_k given: chain_top_k (10) is assumed
+    assert [i["id"] for i in expand_prerequisites(ranking, _graph(cat), cat, default)[1]] == [i["id"] for i in ins10]
 
 
 @pytest.mark.parametrize("top_k", range(1, 13))
@@ -186,6 +204,33 @@ def test_tgr_stage_scales_with_the_search_top_k() -> None:
     assert res.trace["tgr"]["declared_chains"] == {"top_k": 10, "targets_kept": 5, "prerequisite_ranks": 5}
     # BM25 finds only delete_task and list_tasks: the rest of the chain comes from the declared edges
     assert [r.id for r in res.results] == list(reversed(CHAIN))
+    small = engine.search_detailed(query, top_k=4)  # below chain_min_top_k (10): the direct rule
+    assert small.trace["tgr"]["declared_chains"] == {"top_k": 4, "off_below_top_k": 10}
+    assert [r.id for r in small.results][:2] == ["delete_task", "list_tasks"]
+    assert [e["id"] for e in small.trace["tgr"]["expanded"]] == ["list_tasks"]
+    every = {**expansion, "chain_min_top_k": 1}
+    engine = _engine([StageSpec(type="tgr", params={"propagate": False, "expansion": every})])
     small = engine.search_detailed(query, top_k=4)
     assert small.trace["tgr"]["declared_chains"]["targets_kept"] == 2
     assert [r.id for r in small.results] == ["delete_task", "list_tasks", "list_boards", "list_projects"]
+
+
+def test_evaluate_searches_each_k_when_a_stage_reads_top_k() -> None:
+    from toolrerank_plugins.evaluation import evaluate
+    from toolrerank_plugins.records import LabelledQuery
+
+    expansion = {"enabled": True, "window": 2, "max_inserted": 2, "min_weight": 1.0, "declared_chains": True}
+    engine = _engine([StageSpec(type="tgr", params={"propagate": False, "expansion": expansion})])
+    assert engine.stages[0].uses_top_k
+    queries = [LabelledQuery("q1", "delete task", ["delete_task", "list_tasks", "list_boards"])]
+    report = evaluate(engine, queries, ks=(3, 10), batch_size=None, warmup=0)
+    at3 = [r.id for r in engine.search("delete task", top_k=3)]
+    at10 = [r.id for r in engine.search("delete task", top_k=10)]
+    row = report.per_query[0]
+    assert row["ranking"] == at10 and at10[:3] != at3  # the pipeline ranks by top_k here
+    expected = len(set(at3) & set(queries[0].relevant)) / 3
+    assert report.overall["recall@3"] == pytest.approx(expected)
+    assert report.overall["recall@10"] == pytest.approx(1.0)
+    # without declared chains one top_k=10 search gives every k
+    plain = _engine([StageSpec(type="tgr", params={"propagate": False, "expansion": {"enabled": True}})])
+    assert not plain.stages[0].uses_top_k

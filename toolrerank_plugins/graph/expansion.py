@@ -18,14 +18,15 @@ Two modes (``ExpansionConfig.mode``):
   results, which keep their ranks), or ``score`` (a prerequisite ``d`` hops away scores
   ``score_factor ** d`` times its result and is placed by score among the others).
 
-``declared_chains`` (with either mode; the default pipeline's candidate rule, off unless set): the dependencies the
-catalog's owner declared (edges of the catalog whose own ``origin`` is in ``chain_origins``: ``declared`` or
-``labelled``) are followed to the end, with a budget that scales with what the caller asked for (``top_k``, from
-the stage context): the first ``max(1, floor(top_k * chain_share))`` results (the targets) keep their ranks, and
-the ranks after them, up to ``top_k``, go to the targets' transitive prerequisites (``chain_depth`` hops, nearest
-first, the first target's chain first); the remaining targets follow. Every other edge (schema, discriminator,
-llm, and catalog edges of another origin, e.g. ``derived`` from call data or ``usage``) keeps the mode's rule
-(``direct``: direct prerequisites with weight at least ``min_weight``), applied first.
+``declared_chains`` (with either mode; on in the default pipeline): the dependencies the catalog's owner declared
+(edges of the catalog whose own ``origin`` is in ``chain_origins``: ``declared`` or ``labelled``) are followed to
+the end, with a budget that scales with what the caller asked for (``top_k``, from the stage context; from
+``chain_min_top_k``, 10, up: below it the declared edges keep the mode's rule): the first ``max(1, floor(top_k *
+chain_share))`` results (the targets) keep their ranks, and the ranks after them, up to ``top_k``, go to the
+targets' transitive prerequisites (``chain_depth`` hops, nearest first, the first target's chain first); the
+remaining targets follow. Every other edge (schema, discriminator, llm, and catalog edges of another origin, e.g.
+``derived`` from call data or ``usage``) keeps the mode's rule (``direct``: direct prerequisites with weight at
+least ``min_weight``), applied first.
 
 An inserted API scores halfway between the results it is placed between (the score of the one above when it goes
 last or they tie), so scores stay non-increasing and an inserted API does not tie the result it serves; the trace
@@ -107,6 +108,9 @@ class ExpansionConfig(RenamedFieldsModel):
             ranks; prerequisites take the ranks after them up to ``top_k``.
         chain_top_k: ``declared_chains``: the ``top_k`` assumed when the caller gave none (``rerank`` without
             ``top_k``, a stage run outside a search).
+        chain_min_top_k: ``declared_chains``: the smallest ``top_k`` the chains are followed at; below it the
+            declared edges keep the mode's rule (at ``top_k=5`` on the bundled catalog every chain budget tried
+            lost Recall@5 to the direct rule, docs/benchmarks.md "Declared dependencies followed to the end").
         chain_order: ``declared_chains``: ``target`` (the first target's whole chain, then the next target's)
             or ``depth`` (every target's direct prerequisites, then their prerequisites ...).
         chain_keep_direct: ``declared_chains``: the mode's rule also places declared edges first (today's
@@ -138,6 +142,7 @@ class ExpansionConfig(RenamedFieldsModel):
     chain_depth: int = Field(4, ge=1)
     chain_share: float = Field(0.5, gt=0.0, le=1.0)
     chain_top_k: int = Field(10, ge=1)
+    chain_min_top_k: int = Field(10, ge=1)
     chain_order: ChainOrder = "target"
     chain_keep_direct: bool = False
 
@@ -187,14 +192,15 @@ def expand_prerequisites(
     items = list(candidates)
     if not config.enabled or not items:
         return items, []
-    skip = _is_chain_edge(config) if config.declared_chains and not config.chain_keep_direct else None
+    chains = config.declared_chains and chain_budget(config, top_k)[0] >= config.chain_min_top_k
+    skip = _is_chain_edge(config) if chains and not config.chain_keep_direct else None
     inserted: list[dict[str, Any]] = []
     if config.insert_budget > 0:
         if config.mode == "closure":
             items, inserted = _expand_closure(items, graph, catalog, config, stage, skip)
         else:
             items, inserted = _expand_direct(items, graph, catalog, config, stage, skip)
-    if config.declared_chains:
+    if chains:
         items, chained = _expand_chains(items, graph, catalog, config, stage, top_k)
         inserted += chained
     return items, inserted

@@ -201,6 +201,10 @@ class TGRStage(Stage):
         )
 
     # -- query time ------------------------------------------------------------------------------
+    @property
+    def uses_top_k(self) -> bool:
+        return self.config.expansion.enabled and self.config.expansion.declared_chains
+
     def run(
         self, query: str, candidates: list[ScoredTool], ctx: StageContext, trace: dict[str, Any]
     ) -> list[ScoredTool]:
@@ -213,7 +217,10 @@ class TGRStage(Stage):
         trace["expanded"] = inserted
         if expansion.declared_chains:
             k, kept, slots = chain_budget(expansion, ctx.top_k)
-            trace["declared_chains"] = {"top_k": k, "targets_kept": kept, "prerequisite_ranks": slots}
+            if k >= expansion.chain_min_top_k:
+                trace["declared_chains"] = {"top_k": k, "targets_kept": kept, "prerequisite_ranks": slots}
+            else:  # a short list: declared edges keep the direct rule
+                trace["declared_chains"] = {"top_k": k, "off_below_top_k": expansion.chain_min_top_k}
         return out
 
     # -- persistence -----------------------------------------------------------------------------
