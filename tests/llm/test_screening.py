@@ -194,6 +194,16 @@ def test_feedback_chat_falls_back_and_a_later_restatement_stops() -> None:
     assert tr["dropped"][-1]["reason"] == "restates_instruction"
 
 
+def test_feedback_refinement_that_is_a_fragment_falls_back() -> None:
+    # SmolLM2 on RestBench spotify-21 (seed 1, 20 queries): round 1's refinement was "The Ref"
+    e = _bm25()
+    q = "send an email message to my boss"
+    cands = e.retrieve([q], 10)[0]
+    tr: dict[str, Any] = {}
+    out = FeedbackStage(FeedbackConfig(), llm=_feedback_llm(["The Ref"])).run(q, cands, e.context, tr)
+    assert _ids(out) == _ids(cands) and tr["fallback"] == "round 1 refinement: unusable_output: too_short"
+
+
 # More of SmolLM2-135M's query-generation answers (RestBench sample, seed 0), each useless in its own way.
 @pytest.mark.parametrize(
     ("answer", "reason"),
@@ -208,6 +218,10 @@ def test_feedback_chat_falls_back_and_a_later_restatement_stops() -> None:
         ),
         ("[SongListAPI](https://www.youtube.com/watch?v=NzNjYzNjYzI)", "off_catalog"),
         ('Create a new playlist and name it "Qui...', "restates_request"),
+        # RestBench (seed 1, 20 queries): it answered the question instead of describing an API
+        ("The most trending TV show of today's most trending TV show is \"The Big Bang Theory\" by Netflix.", "answer"),
+        ("The lead actor of Titanic is a masterful and complex figure with a rich and complex past.", "answer"),
+        ("The third episode of Black Mirror is directed by the fourth season of Black Mirror.", "answer"),
     ],
 )
 def test_weak_model_answers_are_dropped_with_their_reason(answer: str, reason: str) -> None:
@@ -217,6 +231,22 @@ def test_weak_model_answers_are_dropped_with_their_reason(answer: str, reason: s
     tr: dict[str, Any] = {}
     out = QueryGenerationStage(QueryGenerationConfig(), llm=ScriptedLLM(default=answer)).run(q, cands, e.context, tr)
     assert _ids(out) == _ids(cands) and tr["fallback"] == f"unusable_output: {reason}"
+
+
+def test_qta_rewrite_that_answers_the_question_falls_back() -> None:
+    e = _bm25()
+    q = "who is the lead actor of Titanic and what else did he play in?"
+    cands = e.retrieve([q], 10)[0]
+    tr: dict[str, Any] = {}
+    out = QTAStage(QTAConfig(), llm=ScriptedLLM(default="The lead actor of Titanic is a male.")).run(
+        q, cands, e.context, tr
+    )
+    assert _ids(out) == _ids(cands) and tr["fallback"] == "unusable_output: answer"
+    # a description whose subject is an API is kept
+    tr = {}
+    llm = ScriptedLLM(default="The geocoding API is used to turn a street address into coordinates")
+    QueryGenerationStage(QueryGenerationConfig(), llm=llm).run(q, cands, e.context, tr)
+    assert "answer" not in [d["reason"] for d in tr.get("dropped", [])]
 
 
 def test_urls_and_tags_are_removed_from_a_query_that_is_kept() -> None:

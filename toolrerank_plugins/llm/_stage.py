@@ -31,6 +31,7 @@ from toolrerank_plugins.llm.parsing import (
     copied_fraction,
     copies_document,
     copy_tokens,
+    is_answer,
     is_chat,
     is_placeholder,
     restates,
@@ -212,12 +213,18 @@ class LLMStage(Stage):
         step: str = "",
         max_words: int | None = None,
         invented: Sequence[str] = (),
+        answers: bool = False,
+        min_words: int = 1,
     ) -> list[str]:
         """``texts`` without the useless ones (``screen_answers``), URLs and tags removed from the rest.
 
         Dropped: text with no content word once URLs, tags and link targets are gone (``garbage``); text of
         template words only ("API: API_Name", ``placeholder``); a text that repeats an earlier one's content
-        words (``repeated``: a degenerate answer that says the same line again); chat
+        words (``repeated``: a degenerate answer that says the same line again); with ``answers`` (the texts
+        should describe APIs or rewrite the request), a statement that answers the user's question instead
+        (``answer``: "The lead actor of Titanic is a male."; :func:`~toolrerank_plugins.llm.parsing.is_answer`);
+        a text of fewer than ``min_words`` distinct content words (``too_short``: a fragment such as "The Ref"
+        cannot stand for the request it replaces); chat
         addressed to the user or about the task (``chat``); restatements of the request (``restates_request``:
         no content word that ``requests`` — the user's request, and for feedback the current instruction — do
         not already have); with ``max_words``, text longer than that (``too_long``: it ignored the prompt's
@@ -243,6 +250,10 @@ class LLMStage(Stage):
                 reason = "chat"
             elif is_placeholder(clean):
                 reason = "placeholder"
+            elif answers and is_answer(clean):
+                reason = "answer"
+            elif len(set(words)) < min_words:
+                reason = "too_short"
             elif tuple(sorted(set(words))) in seen:
                 reason = "repeated"
             elif restates(clean, request):

@@ -186,7 +186,9 @@ class FeedbackStage(LLMStage):
             if t > 0 and self.restates_current(refined, query, current, trace):
                 stop = "restates_instruction"  # nothing new to add to the last round's instruction: done
                 break
-            (refined,) = self.screen([refined], (query, current), trace, step=f"round {t + 1} refinement: ")
+            (refined,) = self.screen(
+                [refined], (query, current), trace, step=f"round {t + 1} refinement: ", answers=True, min_words=2
+            )
             seen.add(key)
             current = refined
             (ranking,) = yield Retrieve((q_for(current, t + 1),), depth)

@@ -585,6 +585,35 @@ def is_chat(text: str) -> bool:
     return t.endswith("?") and bool(_ADDRESS.search(t)) and bool(_ASKS.search(t))
 
 
+_QUOTED = re.compile(r"[\"\u201c][^\"\u201c\u201d]{2,80}[\"\u201d]")
+_COPULA = re.compile(r"\b(is|are|was|were)\b", re.I)
+#: "The lead actor of Titanic is ...": a subject of at most ten words, then a copula
+_STATEMENT = re.compile(r"^\W*((?:the|this|that|it|these|those)\b(?:\W+\w+){0,10}?)\s+(?:is|are|was|were)\b", re.I)
+#: a subject naming an API ("The weather API is used to ...") makes a description, not an answer
+_API_SUBJECT = re.compile(r"\b(apis?|endpoints?|tools?|functions?|services?|methods?|operations?)\b", re.I)
+
+
+def is_answer(text: str) -> bool:
+    """A line that answers the user's question with a statement of fact instead of describing an API or
+    restating the request: a statement about a thing that is not an API (``The lead actor of Titanic is a
+    masterful and complex figure``), or a quoted name with "is" / "was" (``... is "The Big Bang Theory"``).
+
+    Example:
+        >>> is_answer('The most trending TV show is "The Big Bang Theory" by Netflix.')
+        True
+        >>> is_answer("The new album of BIGBANG is a groundbreaking work of music")
+        True
+        >>> is_answer("Get the details of a TV show by its id"), is_answer('Search movies by title, e.g. "Alien"')
+        (False, False)
+        >>> is_answer("The weather API is used to get a forecast"), is_answer("The AI provides a list of tracks")
+        (False, False)
+    """
+    if _QUOTED.search(text) and _COPULA.search(_QUOTED.sub(" ", text)):
+        return True
+    m = _STATEMENT.match(text)
+    return m is not None and not _API_SUBJECT.search(m.group(1))
+
+
 def strip_markup(text: str) -> str:
     """``text`` without URLs, tags (``<user_request>``, ``<search_query>``) and markdown link targets (a link
     keeps its text): what a search query can use of it.

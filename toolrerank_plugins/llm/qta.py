@@ -100,7 +100,9 @@ class QTAStage(LLMStage):
             (query,),
         )
         (rewrite,) = self.reject_copies([parsed.text], sources, trace)
-        (rewrite,) = self.screen([rewrite], (query,), trace, invented=trace.get("invented_api_names", []))
+        (rewrite,) = self.screen(
+            [rewrite], (query,), trace, invented=trace.get("invented_api_names", []), answers=True, min_words=2
+        )
         trace["rewrite"] = rewrite
         self.note_llm_queries(trace, [rewrite], tools)
         k = c.depth or max(len(candidates), ctx.depth)

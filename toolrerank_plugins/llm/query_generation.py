@@ -132,7 +132,7 @@ class QueryGenerationStage(LLMStage):
         sources = PromptSources(self.template().format(query="", max_queries=c.max_queries), user=(query,))
         items = self.reject_copies(parsed.items, sources, trace)
         invented = trace.get("invented_api_names", [])
-        items = self.screen(items, (query,), trace, max_words=c.max_words, invented=invented)
+        items = self.screen(items, (query,), trace, max_words=c.max_words, invented=invented, answers=True)
         k = c.depth or max(len(candidates), ctx.depth)
         rankings: list[list[ScoredTool]] = yield Retrieve(tuple(items), k)
         keep = self.on_catalog(items, rankings, candidates, trace)
