@@ -32,6 +32,8 @@ SMOLLM2_ANSWERS = [
     "I can help you register on this app. Please provide your username, password, and email address.",
     "The user's goals cannot be solved by the retrieved tools, as they do not have the ability to optimize them.",
     "The most relevant tools for the user's instruction cannot be solved by the retrieved tools.",
+    # a feedback refinement on NESTFUL glaive-136 (seed 1, 20 queries)
+    "The user requested a refactored instruction that addresses their specific goals. The refactored instruction is:",
 ]
 
 

@@ -548,7 +548,9 @@ _CHAT_ANYWHERE = re.compile(
     r"\b(?:help you|assist you|your request|this request|can help with|that can help|i can help|i'?ll help|"
     r"i will help|i'?m (?:ready|here to|happy|glad|an ai|sorry)|i am (?:ready|here to|happy|glad|an ai|sorry)|"
     r"as an ai|ai assistant|here (?:is|are) (?:a|the|some)|retrieved tools?|relevant tools|appropriate tools|"
-    r"user'?s (?:goals?|instruction|intent)|user (?:goals?|instruction)|the retriever|refined instruction)\b",
+    r"user'?s (?:goals?|instruction|intent)|user (?:goals?|instruction)|the retriever|refined instruction|"
+    r"the user (?:requested|requests|wants|wanted|asked|asks|needs|needed|is asking|would like)|"
+    r"(?:refactored|rewritten|revised) (?:instruction|query|request))\b",
     re.I,
 )
 _URL = re.compile(r"(?:https?://|www\.)\S+", re.I)
