@@ -1,7 +1,7 @@
 """Does the in-memory path keep its speed after the first stage became a plug-in (issue 27, "Done means")?
 
 The same measurements run on two checkouts of the code, in the same run: ``--base`` (a folder holding the code
-before the change, e.g. ``git worktree add /tmp/base 98dc27d~1``) and this checkout. Each measurement runs in a
+before the change, e.g. ``git worktree add OUT/base 98dc27d~1``) and this checkout. Each measurement runs in a
 child process per checkout (the two cannot share a process: same package name), alternating A B B A over
 ``--rounds`` rounds, on the bundled catalog (235 APIs, 88 requests; or ``--catalog``, e.g. ToolBench's 47,427 APIs
 with ``--vectors-from`` a saved engine) with its vectors encoded once and passed to both (``embedding_cache``), so
@@ -14,9 +14,9 @@ what is compared is the code around the libraries, not the encoder:
 
 Ratios are this checkout's median over the base's (< 1: faster now). One torch thread in every child.
 
-    git worktree add /tmp/base 98dc27d~1
-    python benchmarks/inmemory_speed.py --base /tmp/base --rounds 2 --out runs/bench/inmemory_speed.json
-    python benchmarks/inmemory_speed.py --base /tmp/base --rounds 1 --presets bm25 hybrid \
+    git worktree add OUT/base 98dc27d~1
+    python benchmarks/inmemory_speed.py --base OUT/base --rounds 2 --out runs/bench/inmemory_speed.json
+    python benchmarks/inmemory_speed.py --base OUT/base --rounds 1 --presets bm25 hybrid \
         --catalog ../shared/data/toolbench --vectors-from runs/engines/toolbench-hybrid --queries 50 \
         --out runs/bench/inmemory_speed_toolbench.json
 """
