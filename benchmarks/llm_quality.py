@@ -20,7 +20,7 @@ Queries: each dev set's dev split, a seeded sample of ``--sample`` queries (all 
 
     python benchmarks/llm_quality.py --mode simulated --data ../shared/data --sample 100 \\
         --toolbench-engine runs/engines/toolbench-hybrid --cache-dir runs/emb --out runs/llm/quality_sim.json
-    python benchmarks/llm_quality.py --mode real --data ../shared/data --sample 10 \\
+    python benchmarks/llm_quality.py --mode real --data ../shared/data --sample 20 --threads 1 \\
         --toolbench-engine runs/engines/toolbench-hybrid --cache-dir runs/emb --out runs/llm/quality_real.json
 """
 
