@@ -133,15 +133,23 @@ def test_screening_off_gives_the_papers_behaviour() -> None:
     assert "fallback" not in tr and "dropped" not in tr
 
 
-def test_qta_rewrite_that_restates_the_request_falls_back() -> None:
+@pytest.mark.parametrize(
+    ("q", "rewrite", "reason"),
+    [
+        ("send an email message to my boss", "Rewritten query: email message to my boss", "restates_request"),
+        (
+            "who is the lead actor of Titanic and what else did he play in?",
+            "The lead actor of Titanic is a male.",
+            "answer",
+        ),
+    ],
+)
+def test_a_useless_qta_rewrite_falls_back(q: str, rewrite: str, reason: str) -> None:
     e = _bm25()
-    q = "send an email message to my boss"
     cands = e.retrieve([q], 10)[0]
     tr: dict[str, Any] = {}
-    out = QTAStage(QTAConfig(), llm=ScriptedLLM(default="Rewritten query: email message to my boss")).run(
-        q, cands, e.context, tr
-    )
-    assert _ids(out) == _ids(cands) and tr["fallback"] == "unusable_output: restates_request"
+    out = QTAStage(QTAConfig(), llm=ScriptedLLM(default=rewrite)).run(q, cands, e.context, tr)
+    assert _ids(out) == _ids(cands) and tr["fallback"] == f"unusable_output: {reason}"
 
 
 def test_off_catalog_queries_are_dropped() -> None:
@@ -235,17 +243,11 @@ def test_weak_model_answers_are_dropped_with_their_reason(answer: str, reason: s
     assert _ids(out) == _ids(cands) and tr["fallback"] == f"unusable_output: {reason}"
 
 
-def test_qta_rewrite_that_answers_the_question_falls_back() -> None:
+def test_a_description_whose_subject_is_an_api_is_not_an_answer() -> None:
     e = _bm25()
     q = "who is the lead actor of Titanic and what else did he play in?"
     cands = e.retrieve([q], 10)[0]
     tr: dict[str, Any] = {}
-    out = QTAStage(QTAConfig(), llm=ScriptedLLM(default="The lead actor of Titanic is a male.")).run(
-        q, cands, e.context, tr
-    )
-    assert _ids(out) == _ids(cands) and tr["fallback"] == "unusable_output: answer"
-    # a description whose subject is an API is kept
-    tr = {}
     llm = ScriptedLLM(default="The geocoding API is used to turn a street address into coordinates")
     QueryGenerationStage(QueryGenerationConfig(), llm=llm).run(q, cands, e.context, tr)
     assert "answer" not in [d["reason"] for d in tr.get("dropped", [])]

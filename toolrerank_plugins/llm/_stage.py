@@ -238,13 +238,14 @@ class LLMStage(Stage):
         made_up = {w for name in invented for w in content_words(name)}
         kept: list[str] = []
         dropped: list[dict[str, Any]] = []
-        seen: set[tuple[str, ...]] = set()
+        seen: set[frozenset[str]] = set()
         for t in texts:
             clean = strip_markup(t)
             words = content_words(clean)
+            distinct = frozenset(words)
             if not words:
                 reason: str | None = "garbage"
-            elif made_up and set(words) <= made_up:
+            elif made_up and distinct <= made_up:
                 reason = "off_catalog"
             elif is_chat(clean):
                 reason = "chat"
@@ -252,9 +253,9 @@ class LLMStage(Stage):
                 reason = "placeholder"
             elif answers and is_answer(clean):
                 reason = "answer"
-            elif len(set(words)) < min_words:
+            elif len(distinct) < min_words:
                 reason = "too_short"
-            elif tuple(sorted(set(words))) in seen:
+            elif distinct in seen:
                 reason = "repeated"
             elif restates(clean, request):
                 reason = "restates_request"
@@ -262,8 +263,8 @@ class LLMStage(Stage):
                 reason = "too_long"
             else:
                 reason = None
-            if words:
-                seen.add(tuple(sorted(set(words))))
+            if distinct:
+                seen.add(distinct)
             if reason is None:
                 kept.append(clean)
             else:
