@@ -85,7 +85,8 @@ def _expansion(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
 ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -identifiers": _set(("bm25", "tokenizer"), "plain"),
     "default -stemming": _set(("bm25", "stemmer"), None),
-    "default -score fusion (RRF k=5)": _set(("hybrid", "fusion"), "rrf"),
+    "default -agreement fusion (RRF k=5)": _set(("hybrid", "fusion"), "rrf"),
+    "default +z-score fusion (the default before)": _set(("hybrid", "fusion"), "zscore"),  # agreement since issue 29
     "default -confidence weights": _set(("hybrid", "confidence_weighted"), False),
     "default -multi_intent": _without_stage("multi_intent"),
     "default +pooled message vector": _stage_param("multi_intent", "pooled", True),
@@ -99,8 +100,13 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -tool_evidence": _without_stage("tool_evidence"),
     "default -tgr": _without_stage("tgr"),
     "default -declared chains": _expansion("declared_chains", False),  # on (from top_k 10) since issue 29
-    "default -auto fusion": _set(("auto_tune",), []),  # on since issue 29
+    "default +declared chains at every top_k": _expansion("chain_min_top_k", 1),
+    "default +auto fusion": _set(("auto_tune",), ["hybrid.fusion"]),  # off again: agreement fusion chosen per query
     "default +auto stemming": _set(("auto_tune",), ["bm25.stemmer"]),
+    # for judging a default without these parts (benchmarks/transfer.py --config): each switched back on
+    "default +identifiers": _set(("bm25", "tokenizer"), "identifiers"),
+    "default +stemming": _set(("bm25", "stemmer"), "english"),
+    "default +action verbs": _stage_param("multi_intent", "actions", True),
 }
 
 

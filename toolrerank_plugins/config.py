@@ -43,7 +43,7 @@ AutoTuneKnob = Literal["hybrid.fusion", "bm25.stemmer"]
 
 
 def _default_auto_tune() -> list[AutoTuneKnob]:
-    return ["hybrid.fusion"]
+    return []
 
 
 def _default_stages() -> list[StageSpec]:
@@ -56,7 +56,7 @@ class EngineConfig(RenamedFieldsModel):
     """Everything that defines an engine; saved as ``config.json``.
 
     With nothing named, ``EngineConfig()`` is the recommended pipeline (:data:`DEFAULT_PIPELINE`, the ``default``
-    preset): hybrid retrieval with identifier-aware, stemmed BM25 and confidence-weighted z-score fusion, then the
+    preset): hybrid retrieval with identifier-aware, stemmed BM25 and agreement fusion (per query), then the
     ``multi_intent``, ``tool_evidence`` and ``tgr`` stages. Name a field to change that part only:
     ``EngineConfig(retriever="bm25")`` is the default's stages over BM25. The plain baselines are presets
     (``pipeline_config("bm25")``, ``"dense"``, ``"hybrid"``: one retriever, no stages).
@@ -152,19 +152,21 @@ def _section_model(name: str) -> type[BaseModel] | None:
 
 #: The recommended pipeline, "what you get" when you name none: ``EngineConfig()`` itself, the ``default`` preset
 #: of :mod:`~toolrerank_plugins.pipelines`, ``Engine.build(catalog)``, ``toolrerank index/eval/demo`` without
-#: ``--pipeline`` and both adapters' constructors without a config. Zero training and no LLM; each part was kept
-#: because it pays on the shared dev sets (docs/benchmarks/default_pipeline.md): identifier-aware BM25 that keeps
-#: each word and its stem, hybrid score fusion weighted per query by each retriever's confidence, each request of a
-#: multi-request message retrieved on its own (``multi_intent``), tool-level evidence (``tool_evidence``), and the
-#: dependency graph's prerequisites of the two leading results (``tgr``: declared edges and typed-id schema edges
-#: only, no graph convolution; settings chosen by cross-validation in docs/benchmarks/tgr_closure.md).
+#: ``--pipeline`` and both adapters' constructors without a config. Zero training and no LLM; each part was kept by
+#: the transfer rule (docs/benchmarks.md, "Does the default transfer?"): identifier-aware BM25 that keeps each word
+#: and its stem, hybrid fusion chosen per query by the retrievers' agreement (reciprocal-rank fusion where their top
+#: 5 share 3 hits, else leaning on the one whose best match stands out; ``benchmarks/fusion_choice.py``), each
+#: request of a multi-request message retrieved on its own (``multi_intent``), tool-level evidence
+#: (``tool_evidence``), and the dependency graph's prerequisites of the two leading results (``tgr``: declared edges
+#: and typed-id schema edges only, no graph convolution; settings chosen by cross-validation in
+#: docs/benchmarks/tgr_closure.md).
 #: The field defaults of :class:`EngineConfig`, ``BM25Config`` and ``HybridConfig`` are these values (a test checks).
 DEFAULT_PIPELINE: Mapping[str, Any] = {
     "retriever": "hybrid",
     "bm25": {"tokenizer": "identifiers", "stemmer": "english"},
-    "hybrid": {"fusion": "zscore", "confidence_weighted": True},
+    "hybrid": {"fusion": "agreement", "confidence_weighted": True},
     "stages": list(DEFAULT_STAGES),
-    "auto_tune": ["hybrid.fusion"],
+    "auto_tune": [],
 }
 
 #: The default with each request of a multi-request message matched by BM25 alone (``requests_by="lexical"``): the

@@ -58,12 +58,15 @@ def test_a_value_the_user_chose_is_not_tuned() -> None:
         built.append(name)
         return _Ranks(True, requests)
 
-    mine = EngineConfig(hybrid={"fusion": "rrf"})  # auto_tune is ["hybrid.fusion"] by default
-    assert mine.auto_tune == ["hybrid.fusion"]
+    assert EngineConfig().auto_tune == []  # off by default since the agreement fusion (issue 29)
+    mine = EngineConfig(hybrid={"fusion": "rrf"}, auto_tune=["hybrid.fusion"])
     kept, report = choose(mine, catalog, make)
     assert kept.hybrid.fusion == "rrf" and report.chosen == {} and built == []
     # the default value, named or not, is tuned
-    for cfg in (EngineConfig(), EngineConfig(hybrid={"fusion": "zscore"})):
+    for cfg in (
+        EngineConfig(auto_tune=["hybrid.fusion"]),
+        EngineConfig(hybrid={"fusion": "agreement"}, auto_tune=["hybrid.fusion"]),
+    ):
         built.clear()
         _, report = choose(cfg, catalog, make)
         assert set(report.chosen) == {"hybrid.fusion"} and "dense" in built
@@ -72,7 +75,8 @@ def test_a_value_the_user_chose_is_not_tuned() -> None:
 def test_an_engine_built_with_auto_tune_saves_the_chosen_values(tmp_path: Path) -> None:
     cfg = EngineConfig(auto_tune=["hybrid.fusion", "bm25.stemmer"], stages=[])
     engine = Engine.build(tiny_catalog(), cfg, embedder=FakeEmbedder())
-    assert engine.config.hybrid.fusion in ("rrf", "zscore") and engine.config.bm25.stemmer in (None, "english")
+    assert engine.config.hybrid.fusion in ("rrf", "zscore", "agreement")
+    assert engine.config.bm25.stemmer in (None, "english")
     assert engine.config.auto_tune == ["hybrid.fusion", "bm25.stemmer"]
     back = Engine.load(engine.save(tmp_path / "e"), embedder=FakeEmbedder())
     assert back.config == engine.config

@@ -20,7 +20,7 @@ from toolrerank_plugins.rerank.intents import split_requests
 from toolrerank_plugins.rerank.tool_evidence import ToolEvidenceConfig, ToolEvidenceStage
 from toolrerank_plugins.retrieval.base import Hit
 from toolrerank_plugins.retrieval.bm25 import BM25Config, BM25Retriever, split_identifier, tokenize
-from toolrerank_plugins.retrieval.hybrid import score_fuse
+from toolrerank_plugins.retrieval.hybrid import agreement_fuse, rrf_fuse, score_fuse, shared_top
 from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
 
 # -- identifier-aware BM25 ------------------------------------------------------------------------
@@ -116,9 +116,40 @@ def test_score_fuse_properties(a: list[Hit], b: list[Hit], wa: float, wb: float,
     assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
 
 
+def test_agreement_fusion_is_rrf_where_the_tops_agree_and_leans_on_the_confident_ranking_where_not() -> None:
+    dense = [Hit("a", 0.9), Hit("b", 0.8), Hit("c", 0.7), Hit("d", 0.2), Hit("e", 0.1)]
+    agreeing = [Hit("c", 9.0), Hit("a", 5.0), Hit("x", 4.9), Hit("y", 4.8), Hit("z", 4.7)]
+    rankings = [(dense, 1.0), (agreeing, 1.0)]
+    assert shared_top(rankings, 3) == 2
+    assert agreement_fuse(rankings, rrf_k=5, top_k=10, depth=3) == rrf_fuse(rankings, rrf_k=5, top_k=10)
+    # bm25 shares nothing with dense's top 3 and one hit stands far out: the z-score ranking leads ...
+    peaked = [Hit("p", 50.0)] + [Hit(f"q{i}", 1.0) for i in range(9)]
+    rankings = [(dense, 1.0), (peaked, 1.0)]
+    assert shared_top(rankings, 3) == 0
+    fused = agreement_fuse(rankings, rrf_k=5, top_k=20, depth=3)
+    by_score = score_fuse(rankings, normalization="zscore", top_k=1, confidence_weighted=True)
+    assert fused[0].id == by_score[0].id == "p"
+    assert fused != rrf_fuse(rankings, rrf_k=5, top_k=20)
+    # ... and every id either ranking holds stays in the fused ranking
+    assert sorted(h.id for h in fused) == sorted({h.id for h in dense + peaked})
+    # min_shared 0: always reciprocal-rank fusion
+    assert agreement_fuse(rankings, rrf_k=5, top_k=20, min_shared=0) == rrf_fuse(rankings, rrf_k=5, top_k=20)
+
+
+@pytest.mark.fuzz
+@FUZZ
+@given(a=_hits, b=_hits, wa=st.floats(0, 5), wb=st.floats(0, 5), depth=st.integers(1, 8), shared=st.integers(0, 8))
+def test_agreement_fuse_properties(a: list[Hit], b: list[Hit], wa: float, wb: float, depth: int, shared: int) -> None:
+    fused = agreement_fuse([(a, wa), (b, wb)], rrf_k=5, top_k=20, depth=depth, min_shared=shared)
+    taking_part = [h for hits, w in ((a, wa), (b, wb)) if w > 0 for h in hits]
+    assert sorted(h.id for h in fused) == sorted({h.id for h in taking_part})
+    assert all(math.isfinite(h.score) for h in fused)
+    assert [h.score for h in fused] == sorted((h.score for h in fused), reverse=True)
+
+
 def test_hybrid_score_fusion_through_the_engine() -> None:
     cat = tiny_catalog()
-    for fusion in ("rrf", "minmax", "zscore"):
+    for fusion in ("rrf", "minmax", "zscore", "agreement"):
         config = EngineConfig(retriever="hybrid", hybrid={"fusion": fusion}, auto_tune=[])
         engine = Engine.build(cat, config, embedder=FakeEmbedder())
         top = engine.search("send an email message", top_k=3)

@@ -72,7 +72,8 @@ def test_every_preset_resolves_in_a_fresh_interpreter_without_the_cli() -> None:
     assert fast["stages"][0] == {
         **default["stages"][0], "params": {**default["stages"][0]["params"], "requests_by": "lexical"}
     }
-    assert default["auto_tune"] == ["hybrid.fusion"] and configs["hybrid"]["auto_tune"] == []
+    assert default["auto_tune"] == [] and configs["hybrid"]["auto_tune"] == []
+    assert default["hybrid"]["fusion"] == "agreement" and configs["hybrid"]["hybrid"]["fusion"] == "rrf"
     assert {k: v for k, v in fast.items() if k != "stages"} == {k: v for k, v in default.items() if k != "stages"}
     assert fast["stages"][1:] == default["stages"][1:]
 
@@ -178,4 +179,5 @@ def test_every_stage_score_has_a_stated_scale(name: str) -> None:
             assert hit.score == list(hit.stage_scores.values())[-1]  # the final score is the last key's
     if engine.config.retriever == "hybrid":
         fusion = engine.config.hybrid.fusion
-        assert {"rrf": "reciprocal-rank", "zscore": "z-score", "minmax": "min-max"}[fusion] in scales["hybrid"]
+        named = {"rrf": "reciprocal-rank", "zscore": "z-score", "minmax": "min-max", "agreement": "agreement fusion"}
+        assert named[fusion] in scales["hybrid"]

@@ -6,8 +6,8 @@ engine can choose it when it indexes a catalog, from **pseudo-requests built fro
 and its tool's name words left out, and each candidate setting is scored by how high its first stage ranks the
 API each pseudo-request was drawn from (mean reciprocal rank). No labels, no LLM; ties keep the configured value.
 
-Knobs (``AUTO_KNOBS``): ``hybrid.fusion`` (``rrf`` or ``zscore``) and ``bm25.stemmer`` (none or ``english``). The
-candidates share one encoding of the catalog; each BM25 variant is built once.
+Knobs (``AUTO_KNOBS``): ``hybrid.fusion`` (``rrf``, ``zscore`` or ``agreement``) and ``bm25.stemmer`` (none or
+``english``). The candidates share one encoding of the catalog; each BM25 variant is built once.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 #: knob -> its candidate values (the first is the one kept on a tie only when it is the configured one)
 AUTO_KNOBS: Mapping[str, tuple[Any, ...]] = {
-    "hybrid.fusion": ("rrf", "zscore"),
+    "hybrid.fusion": ("rrf", "zscore", "agreement"),
     "bm25.stemmer": (None, "english"),
 }
 

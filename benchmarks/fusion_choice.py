@@ -1,0 +1,128 @@
+"""How the default's agreement fusion was chosen: its knobs picked leaving one catalog out (issue 29, items 1-2).
+
+Z-score fusion (the default before) lost 3.0 Recall@5 to plain reciprocal-rank fusion on RestBench and reciprocal-
+rank fusion lost on five other catalogs, so no fixed fusion passed the transfer rule. ``fusion="agreement"``
+(``retrieval.hybrid.agreement_fuse``) picks per query: reciprocal-rank fusion where the dense and BM25 top 5 share at
+least ``agreement_min`` hits, else a merge of the confidence-weighted z-score ranking and the reciprocal-rank one
+(weights 1 and ``disagreement_rrf_weight``). This script runs the default pipeline (``auto_tune`` off) with
+reciprocal-rank fusion, z-score fusion and each ``agreement_min`` x ``disagreement_rrf_weight`` of a small grid on
+every dev catalog (as ``benchmarks/transfer.py``: the shared sets leak-free, 400 dev queries at most), then, for each
+catalog C, chooses the setting on the *other* catalogs (the transfer rule against reciprocal-rank fusion, the part's
+"off": no loss over 0.5 Recall@5 on any of them; among those, the largest mean gain) and reports what that choice
+did on C.
+
+Usage::
+
+    python benchmarks/fusion_choice.py --data ../shared/data --extra runs/dev-catalogs/* --cache-dir runs/emb \\
+        --toolbench-engine runs/engines/toolbench-hybrid --out runs/bench/fusion_choice.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from default_pipeline import bootstrap  # noqa: E402
+from transfer import LOSS, SHARED, per_query  # noqa: E402
+
+from toolrerank_plugins import EngineConfig, default_catalog_path  # noqa: E402
+from toolrerank_plugins.pipelines import pipeline_config  # noqa: E402
+
+MIN_SHARED = (1, 2, 3)
+RRF_WEIGHTS = (0.5, 1.0)
+
+
+def candidates() -> dict[str, EngineConfig]:
+    base = pipeline_config("default").model_dump(mode="json")
+
+    def with_fusion(**hybrid: Any) -> EngineConfig:
+        data = copy.deepcopy(base)
+        data["auto_tune"] = []
+        data["hybrid"].update(hybrid)
+        return EngineConfig.model_validate(data)
+
+    out = {"rrf": with_fusion(fusion="rrf"), "zc": with_fusion(fusion="zscore")}
+    for t in MIN_SHARED:
+        for w in RRF_WEIGHTS:
+            out[f"ag_t{t}_w{w}"] = with_fusion(fusion="agreement", agreement_min=t, disagreement_rrf_weight=w)
+    return out
+
+
+def effect(results: Mapping[str, Any], catalog: str, label: str, against: str) -> float:
+    r = results[catalog]["recall@5"]
+    return 100 * (float(np.mean(r[label])) - float(np.mean(r[against])))
+
+
+def choose_without(results: Mapping[str, Any], held_out: str, labels: list[str]) -> str:
+    others = [c for c in results if c != held_out]
+
+    def key(label: str) -> tuple[bool, float]:
+        e = [effect(results, c, label, "rrf") for c in others]
+        return (min(e) >= -LOSS, float(np.mean(e)))
+
+    return max(labels, key=key)
+
+
+def markdown(results: Mapping[str, Any]) -> str:
+    cats = list(results)
+    labels = list(next(iter(results.values()))["recall@5"])
+    lines = ["| setting | " + " | ".join(cats) + " |", "|---|" + "---|" * len(cats)]
+    for label in labels:
+        cells = [f"{100 * np.mean(results[c]['recall@5'][label]):.1f}" for c in cats]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    agreement = [x for x in labels if x.startswith("ag_")]
+    lines += ["", "| held-out catalog | chosen without it | vs RRF | vs z-score |", "|---|---|---|---|"]
+    for c in cats:
+        best = choose_without(results, c, agreement)
+        r = results[c]["recall@5"]
+        vs_rrf, lo, hi = bootstrap(r[best], r["rrf"])
+        vs_z, lo2, hi2 = bootstrap(r[best], r["zc"])
+        lines.append(f"| {c} | {best} | {vs_rrf:+.1f} [{lo:+.1f}, {hi:+.1f}] | {vs_z:+.1f} [{lo2:+.1f}, {hi2:+.1f}] |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--datasets", nargs="+", default=list(SHARED), choices=SHARED)
+    ap.add_argument("--extra", nargs="*", type=Path, default=[], help="assembled catalog folders")
+    ap.add_argument("--cache-dir", type=Path, required=True)
+    ap.add_argument("--toolbench-engine", type=Path)
+    ap.add_argument("--max-queries", type=int, default=400)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    cfgs = candidates()
+    folders = {ds: (Path(default_catalog_path()) if ds == "bundled" else args.data / ds) for ds in args.datasets}
+    folders.update({p.name: p for p in args.extra})
+    previous = json.loads(args.out.read_text()) if args.out and args.out.exists() else {}
+    results: dict[str, Any] = {}
+    for name, folder in folders.items():
+        results[name] = per_query(
+            folder,
+            name,
+            cfgs,
+            args.cache_dir,
+            args.toolbench_engine,
+            "dev",
+            max_queries=args.max_queries,
+            done=previous.get(name),
+        )
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(results))
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
