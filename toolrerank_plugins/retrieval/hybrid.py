@@ -161,7 +161,7 @@ def agreement_fuse(
     rrf_k: int,
     top_k: int,
     depth: int = 5,
-    min_shared: int = 2,
+    min_shared: int = 3,
     rrf_weight: float = 0.5,
     confidence_weighted: bool = True,
 ) -> list[Hit]:
@@ -172,13 +172,15 @@ def agreement_fuse(
     out) and the reciprocal-rank one are merged by reciprocal rank (constant 1, weights 1 and ``rrf_weight``), so the
     confident retriever leads without the other's best hits dropping out. Scores: the merge's, or RRF's.
 
-    Chosen leaving one catalog out (docs/benchmarks.md, "Does the default transfer?"): z-score fusion alone lost
-    3.0 Recall@5 to reciprocal-rank fusion on RestBench, reciprocal-rank fusion alone lost on five other catalogs.
+    Why (docs/benchmarks.md, "Does the default transfer?"): z-score fusion alone lost 3.0 Recall@5 to
+    reciprocal-rank fusion on RestBench, reciprocal-rank fusion alone lost on five other catalogs; this loses to
+    neither by more than 0.5 on any dev catalog against reciprocal-rank fusion. ``min_shared`` 3 and ``rrf_weight``
+    0.5 were chosen leaving one catalog out (``benchmarks/fusion_choice.py``).
 
     Example:
         >>> a = [Hit("x", 0.9), Hit("y", 0.8), Hit("z", 0.1)]
         >>> b = [Hit("y", 9.0), Hit("x", 8.0), Hit("w", 1.0)]
-        >>> [h.id for h in agreement_fuse([(a, 1.0), (b, 1.0)], rrf_k=5, top_k=2, depth=2)]  # agree: RRF
+        >>> [h.id for h in agreement_fuse([(a, 1.0), (b, 1.0)], rrf_k=5, top_k=2, depth=2, min_shared=2)]  # RRF
         ['x', 'y']
     """
     if shared_top(rankings, depth) >= min_shared:
@@ -254,10 +256,11 @@ class HybridRetriever(FirstStage):
         if c.fusion == "rrf":
             fused = f"reciprocal-rank fusion: sum of weight / ({c.rrf_k} + rank) over {over} ({weights})"
         elif c.fusion == "agreement":
+            z_rank = "confidence-weighted z-score ranking" if c.confidence_weighted else "z-score ranking"
             fused = (
                 f"agreement fusion over {over} ({weights}): where their top {c.agreement_depth} share "
                 f"{c.agreement_min}+ hits, sum of weight / ({c.rrf_k} + rank); else a reciprocal-rank merge "
-                "(constant 1) of the confidence-weighted z-score ranking and that one"
+                f"(constant 1) of the {z_rank} and that one"
             )
         elif c.fusion == "minmax":
             fused = f"min-max fusion: weighted mean of {over} scaled to 0..1 within this query ({weights})"
