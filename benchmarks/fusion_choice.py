@@ -8,8 +8,8 @@ least ``agreement_min`` hits, else a merge of the confidence-weighted z-score ra
 reciprocal-rank fusion, z-score fusion and each ``agreement_min`` x ``disagreement_rrf_weight`` of a small grid on
 every dev catalog (as ``benchmarks/transfer.py``: the shared sets leak-free, 400 dev queries at most), then, for each
 catalog C, chooses the setting on the *other* catalogs (the transfer rule against reciprocal-rank fusion, the part's
-"off": no loss over 0.5 Recall@5 on any of them; among those, the largest mean gain) and reports what that choice
-did on C.
+"off": no loss over 0.5 Recall@5 on any of them where it acts and gains on at least half; among those, the largest
+mean gain) and reports what that choice did on C.
 
 Usage::
 
@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from default_pipeline import bootstrap  # noqa: E402
-from transfer import LOSS, SHARED, per_query  # noqa: E402
+from transfer import SHARED, decide_where_it_acts, per_query  # noqa: E402
 
 from toolrerank_plugins import EngineConfig, default_catalog_path  # noqa: E402
 from toolrerank_plugins.pipelines import pipeline_config  # noqa: E402
@@ -64,11 +64,14 @@ def effect(results: Mapping[str, Any], catalog: str, label: str, against: str) -
 
 
 def choose_without(results: Mapping[str, Any], held_out: str, labels: list[str]) -> str:
+    """The setting the transfer rule (``transfer.decide_where_it_acts``, against reciprocal-rank fusion) keeps on
+    the catalogs other than ``held_out``; among those, the largest mean gain."""
     others = [c for c in results if c != held_out]
 
     def key(label: str) -> tuple[bool, float]:
-        e = [effect(results, c, label, "rrf") for c in others]
-        return (min(e) >= -LOSS, float(np.mean(e)))
+        effects = {c: effect(results, c, label, "rrf") for c in others}
+        acts = {c: results[c]["recall@5"][label] != results[c]["recall@5"]["rrf"] for c in others}
+        return (decide_where_it_acts(effects, acts), float(np.mean(list(effects.values()))))
 
     return max(labels, key=key)
 
