@@ -24,6 +24,15 @@ from toolrerank_plugins.rerank.intents import api_action, by_action, leading_wor
         ("Can you record my blood pressure?", "record"),
         ("Can you remind me ten minutes before?", None),  # no action verb: nothing to match
         ("weather in Rome", None),
+        # a listed verb after a determiner or a preposition is a noun: the request's verb comes later or not at all
+        ("I need your assistance with tracking an order", None),
+        ("Details about the book, then cancel my booking", "delete"),
+        ("Tell me about the book", "read"),  # "tell" comes first
+        ("Can you give me the list of devices in the Morning Routine scene?", "read"),  # "of" after it: the action
+        ("I need your assistance with the log and a post", None),
+        ("In order to travel, book a hotel", "create"),
+        ("I want a new account", "create"),  # "new" (an adjective) keeps its class after a determiner
+        ("Order a pizza", "create"),
     ],
 )
 def test_request_action_is_the_class_of_the_first_action_verb(request_text: str, action: str | None) -> None:
@@ -156,9 +165,7 @@ def _meetings() -> Catalog:
 
 
 def _engine(**params: object) -> Engine:
-    return Engine.build(
-        _meetings(), pipeline_config("bm25", stages=[{"type": "multi_intent", "params": params}])
-    )
+    return Engine.build(_meetings(), pipeline_config("bm25", stages=[{"type": "multi_intent", "params": params}]))
 
 
 def test_the_request_verb_picks_the_meeting_action_and_the_trace_says_so() -> None:
@@ -188,9 +195,7 @@ def _registrations(engine_params: dict[str, object]) -> Engine:
             *(ToolSpec(id=n, name=n, description=same) for n in ("QueryRegistration", "CancelRegistration")),
         ]
     )
-    return Engine.build(
-        catalog, pipeline_config("bm25", stages=[{"type": "multi_intent", "params": engine_params}])
-    )
+    return Engine.build(catalog, pipeline_config("bm25", stages=[{"type": "multi_intent", "params": engine_params}]))
 
 
 def test_cancel_my_appointment_passes_the_registration_api_that_states_no_action() -> None:

@@ -192,16 +192,34 @@ _ACTION_VERBS: dict[str, tuple[str, ...]] = {
 _ACTION_OF = {verb: action for action, verbs in _ACTION_VERBS.items() for verb in verbs}
 
 
+# Words after which a listed verb is a noun ("tracking an order", "the book", "details of the record", "in order
+# to"): determiners and prepositions. Such a noun still names the request's action when "of" follows it ("give me
+# the list of devices", "a search of"), and "new", the one adjective the lists hold, keeps its class after them
+# ("I want a new account").
+_NOUN_BEFORE = frozenset(
+    "a an the my your his her its our their this that these those any some each every no "
+    "of for with in on about from by into at".split()
+)
+
+
 def request_action(text: str) -> str | None:
-    """The action class of a request's first action verb (create, read, update, delete, record), or None.
+    """The action class of a request's first action verb (create, read, update, delete, record), or None. A
+    listed word after a determiner or a preposition is a noun there ("track an order", "the book"), not the
+    request's verb, unless "of" follows it ("the list of devices").
 
     Example:
         >>> request_action("Can you cancel my appointment with Dr. Chen?"), request_action("weather in Rome")
         ('delete', None)
+        >>> request_action("I need help with tracking an order"), request_action("Give me the list of devices")
+        (None, 'read')
     """
-    for word in _WORDS.findall(text.lower()):
+    words = _WORDS.findall(text.lower())
+    for i, word in enumerate(words):
         action = _ACTION_OF.get(word)
-        if action is not None:
+        if action is None:
+            continue
+        noun = i > 0 and words[i - 1] in _NOUN_BEFORE and word != "new"
+        if not noun or (i + 1 < len(words) and words[i + 1] == "of"):
             return action
     return None
 
