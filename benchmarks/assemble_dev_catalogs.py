@@ -5,9 +5,16 @@ queries of ``benchmarks/openapi_queries.json`` (ours, written before any ranking
 spec's ``info.title``, naming the obvious operationIds) become their labelled ``queries.jsonl`` (split ``dev``).
 The transfer table of the default pipeline (``benchmarks/transfer.py``) uses them beside the shared sets.
 
+``--mcp BIN`` also assembles ``pypi-mcp``: the tools of real MCP servers from PyPI, listed live over stdio (the
+packages and commands of ``benchmarks/mcp_queries.json``, installed into the environment whose scripts are in
+``BIN``; a separate one, they are not our dependencies), with the requests of that file (ours, written from the
+tools' names and descriptions before any ranking was looked at).
+
 Usage::
 
     python benchmarks/assemble_dev_catalogs.py SPEC... --out runs/dev-catalogs
+    python -m venv OUT/mcpvenv && OUT/mcpvenv/bin/pip install mcp-server-git==2026.10.19 ...  # the file's packages
+    python benchmarks/assemble_dev_catalogs.py --mcp OUT/mcpvenv/bin --out runs/dev-catalogs
 """
 
 from __future__ import annotations
@@ -15,8 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
+import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
@@ -51,14 +61,65 @@ def assemble(spec: Path, out_root: Path) -> Path:
     return folder
 
 
+async def _mcp_tools(bin_dir: Path, servers: dict[str, Any]) -> list[Any]:
+    from contextlib import AsyncExitStack
+
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    from toolrerank_plugins.loaders.mcp import catalog_from_mcp_sessions
+
+    specs: list[Any] = []
+    for name, server in servers.items():
+        command, *args = server["command"]
+        params = StdioServerParameters(command=str(bin_dir / command), args=args, env={**os.environ})
+        async with AsyncExitStack() as stack:
+            errlog = stack.enter_context(tempfile.TemporaryFile("w+"))
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            with anyio.fail_after(120):
+                await session.initialize()
+                catalog = await catalog_from_mcp_sessions({name: session})
+        # the wikipedia server serves every tool twice, once under a "wikipedia_" alias: the aliases are left out
+        specs += [s for s in catalog if not (name == "wikipedia" and s.name.startswith("wikipedia_"))]
+    return specs
+
+
+def assemble_mcp(bin_dir: Path, out_root: Path) -> Path:
+    import anyio
+
+    from toolrerank_plugins.loaders.jsonl import write_tools_jsonl
+
+    table = json.loads((HERE / "mcp_queries.json").read_text(encoding="utf-8"))
+    specs = anyio.run(_mcp_tools, bin_dir, table["servers"])
+    ids = {s.id for s in specs}
+    folder = out_root / "pypi-mcp"
+    folder.mkdir(parents=True, exist_ok=True)
+    write_tools_jsonl(specs, folder / "tools.jsonl")
+    with (folder / "queries.jsonl").open("w", encoding="utf-8") as fh:
+        for n, q in enumerate(table["queries"]):
+            missing = [t for t in q["expected"] if t not in ids]
+            if missing:
+                raise SystemExit(f"mcp_queries.json: {missing} not served (check the packages' versions)")
+            record = {"id": f"pypi-mcp/{n}", "query": q["query"], "relevant": sorted(q["expected"]), "split": "dev",
+                      "group": None, "calls": None}
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    packages = ", ".join(s["package"] for s in table["servers"].values())
+    (folder / "README.md").write_text(f"Assembled by benchmarks/assemble_dev_catalogs.py --mcp from {packages}.\n")
+    return folder
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("specs", nargs="+", type=Path)
+    ap.add_argument("specs", nargs="*", type=Path)
+    ap.add_argument("--mcp", type=Path, metavar="BIN", help="the scripts folder of an environment with the MCP servers")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
     for spec in args.specs:
         print(assemble(spec, args.out))
+    if args.mcp:
+        print(assemble_mcp(args.mcp, args.out))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,37 @@
+"""The requests of the assembled dev catalogs (``benchmarks/*_queries.json``) are well formed: every expected tool
+names a listed server, every server is pinned, and no request repeats (a typo there would only show as a lower
+number in the transfer table)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_mcp_requests_name_tools_of_pinned_servers() -> None:
+    table = json.loads((BENCHMARKS / "mcp_queries.json").read_text(encoding="utf-8"))
+    servers = table["servers"]
+    assert servers and all(re.fullmatch(r"[\w.-]+==[\w.]+", s["package"]) for s in servers.values())
+    assert all(s["command"] and all(isinstance(part, str) for part in s["command"]) for s in servers.values())
+    queries = table["queries"]
+    assert len({q["query"] for q in queries}) == len(queries) >= 40
+    for q in queries:
+        assert q["query"].strip() and q["expected"], q
+        assert len(set(q["expected"])) == len(q["expected"]), q
+        for tool in q["expected"]:
+            server, _, name = tool.partition("/")
+            assert server in servers and name and not name.startswith("wikipedia_"), tool
+
+
+def test_openapi_requests_are_keyed_by_spec_title() -> None:
+    table = json.loads((BENCHMARKS / "openapi_queries.json").read_text(encoding="utf-8"))
+    assert table
+    for title, queries in table.items():
+        if title == "_about":
+            continue
+        assert title.strip() and queries, title
+        assert len({q["query"] for q in queries}) == len(queries), title
+        assert all(q["expected"] and all(isinstance(t, str) and t for t in q["expected"]) for q in queries), title
