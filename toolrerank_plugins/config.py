@@ -152,10 +152,11 @@ def _section_model(name: str) -> type[BaseModel] | None:
 
 #: The recommended pipeline, "what you get" when you name none: ``EngineConfig()`` itself, the ``default`` preset
 #: of :mod:`~toolrerank_plugins.pipelines`, ``Engine.build(catalog)``, ``toolrerank index/eval/demo`` without
-#: ``--pipeline`` and both adapters' constructors without a config. Zero training and no LLM; each part was kept by
-#: the transfer rule (docs/benchmarks.md, "Does the default transfer?"): identifier-aware BM25 that keeps each word
-#: and its stem, hybrid fusion chosen per query by the retrievers' agreement (reciprocal-rank fusion where their top
-#: 5 share 3 hits, else leaning on the one whose best match stands out; ``benchmarks/fusion_choice.py``), each
+#: ``--pipeline`` and both adapters' constructors without a config. Zero training and no LLM; each part is judged by
+#: the transfer rule (docs/benchmarks.md, "Does the default transfer?", which says which parts pass and which fail
+#: by a query or two): identifier-aware BM25 that keeps each word and its stem, hybrid fusion chosen per query by
+#: the retrievers' agreement (reciprocal-rank fusion where their top 5 share a hit, else leaning on the one whose
+#: best match stands out; ``benchmarks/fusion_choice.py``), each
 #: request of a multi-request message retrieved on its own (``multi_intent``), tool-level evidence
 #: (``tool_evidence``), and the dependency graph's prerequisites of the two leading results (``tgr``: declared edges
 #: and typed-id schema edges only, no graph convolution; settings chosen by cross-validation in
