@@ -65,7 +65,8 @@ def effect(results: Mapping[str, Any], catalog: str, label: str, against: str) -
 
 def choose_without(results: Mapping[str, Any], held_out: str, labels: list[str]) -> str:
     """The setting the transfer rule (``transfer.decide_where_it_acts``, against reciprocal-rank fusion) keeps on
-    the catalogs other than ``held_out``; among those, the largest mean gain."""
+    the catalogs other than ``held_out``; among those, the largest mean gain; ``"rrf"`` (the part off) when the
+    rule keeps none."""
     others = [c for c in results if c != held_out]
 
     def key(label: str) -> tuple[bool, float]:
@@ -73,7 +74,8 @@ def choose_without(results: Mapping[str, Any], held_out: str, labels: list[str])
         acts = {c: results[c]["recall@5"][label] != results[c]["recall@5"]["rrf"] for c in others}
         return (decide_where_it_acts(effects, acts), float(np.mean(list(effects.values()))))
 
-    return max(labels, key=key)
+    best = max(labels, key=key)
+    return best if key(best)[0] else "rrf"
 
 
 def markdown(results: Mapping[str, Any]) -> str:
