@@ -35,6 +35,15 @@ def _slug(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
+def _write_queries(folder: Path, requests: list[tuple[str, list[str]]]) -> None:
+    """``queries.jsonl`` of ``folder``: each (request, relevant ids) a dev query ``<folder name>/<n>``."""
+    with (folder / "queries.jsonl").open("w", encoding="utf-8") as fh:
+        for n, (query, relevant) in enumerate(requests):
+            record = {"id": f"{folder.name}/{n}", "query": query, "relevant": sorted(relevant), "split": "dev",
+                      "group": None, "calls": None}
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
 def assemble(spec: Path, out_root: Path) -> Path:
     from toolrerank_plugins.loaders import from_openapi
     from toolrerank_plugins.loaders.jsonl import write_tools_jsonl
@@ -51,12 +60,7 @@ def assemble(spec: Path, out_root: Path) -> Path:
     folder = out_root / _slug(title)
     folder.mkdir(parents=True, exist_ok=True)
     write_tools_jsonl(list(catalog), folder / "tools.jsonl")
-    with (folder / "queries.jsonl").open("w", encoding="utf-8") as fh:
-        for n, q in enumerate(table[title]):
-            relevant = sorted(i for name in q["expected"] for i in by_name[name])
-            record = {"id": f"{_slug(title)}/{n}", "query": q["query"], "relevant": relevant, "split": "dev",
-                      "group": None, "calls": None}
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    _write_queries(folder, [(q["query"], [i for name in q["expected"] for i in by_name[name]]) for q in table[title]])
     (folder / "README.md").write_text(f"Assembled by benchmarks/assemble_dev_catalogs.py from {spec.name} ({title}).\n")
     return folder
 
@@ -96,14 +100,10 @@ def assemble_mcp(bin_dir: Path, out_root: Path) -> Path:
     folder = out_root / "pypi-mcp"
     folder.mkdir(parents=True, exist_ok=True)
     write_tools_jsonl(specs, folder / "tools.jsonl")
-    with (folder / "queries.jsonl").open("w", encoding="utf-8") as fh:
-        for n, q in enumerate(table["queries"]):
-            missing = [t for t in q["expected"] if t not in ids]
-            if missing:
-                raise SystemExit(f"mcp_queries.json: {missing} not served (check the packages' versions)")
-            record = {"id": f"pypi-mcp/{n}", "query": q["query"], "relevant": sorted(q["expected"]), "split": "dev",
-                      "group": None, "calls": None}
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    missing = [t for q in table["queries"] for t in q["expected"] if t not in ids]
+    if missing:
+        raise SystemExit(f"mcp_queries.json: {missing} not served (check the packages' versions)")
+    _write_queries(folder, [(q["query"], q["expected"]) for q in table["queries"]])
     packages = ", ".join(s["package"] for s in table["servers"].values())
     (folder / "README.md").write_text(f"Assembled by benchmarks/assemble_dev_catalogs.py --mcp from {packages}.\n")
     return folder

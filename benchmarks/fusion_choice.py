@@ -33,9 +33,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from default_pipeline import bootstrap  # noqa: E402
-from transfer import SHARED, decide_where_it_acts, per_query  # noqa: E402
+from transfer import SHARED, catalog_folders, decide_where_it_acts, per_query  # noqa: E402
 
-from toolrerank_plugins import EngineConfig, default_catalog_path  # noqa: E402
+from toolrerank_plugins import EngineConfig  # noqa: E402
 from toolrerank_plugins.pipelines import pipeline_config  # noqa: E402
 
 MIN_SHARED = (1, 2, 3)
@@ -74,8 +74,9 @@ def choose_without(results: Mapping[str, Any], held_out: str, labels: list[str])
         acts = {c: results[c]["recall@5"][label] != results[c]["recall@5"]["rrf"] for c in others}
         return (decide_where_it_acts(effects, acts), float(np.mean(list(effects.values()))))
 
-    best = max(labels, key=key)
-    return best if key(best)[0] else "rrf"
+    keys = {label: key(label) for label in labels}
+    best = max(labels, key=keys.__getitem__)
+    return best if keys[best][0] else "rrf"
 
 
 def markdown(results: Mapping[str, Any]) -> str:
@@ -108,8 +109,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     cfgs = candidates()
-    folders = {ds: (Path(default_catalog_path()) if ds == "bundled" else args.data / ds) for ds in args.datasets}
-    folders.update({p.name: p for p in args.extra})
+    folders = catalog_folders(args.data, args.datasets, args.extra)
     previous = json.loads(args.out.read_text()) if args.out and args.out.exists() else {}
     results: dict[str, Any] = {}
     for name, folder in folders.items():

@@ -59,6 +59,14 @@ OPTIONS = [name for name in ABLATIONS if name.startswith("default +")]
 LOSS = 0.5  # points of Recall@5
 
 
+def catalog_folders(data: Path, datasets: Sequence[str], extra: Sequence[Path]) -> dict[str, Path]:
+    """Catalog name -> folder: the shared sets under ``data`` (the bundled catalog from the package), then the
+    assembled ones by their folder names."""
+    folders = {ds: (Path(default_catalog_path()) if ds == "bundled" else data / ds) for ds in datasets}
+    folders.update({p.name: p for p in extra})
+    return folders
+
+
 def configs(parts: Sequence[str], base: EngineConfig | None = None) -> dict[str, EngineConfig]:
     """The judged default, plain hybrid and each part's edit of the default; an edit that changes nothing (an
     option the judged default already has, "+stemming" of a stemming default) is left out."""
@@ -237,8 +245,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     base = pipeline_config(args.config) if args.config else None
     cfgs = configs(args.parts, base)
-    folders = {ds: (Path(default_catalog_path()) if ds == "bundled" else args.data / ds) for ds in args.datasets}
-    folders.update({p.name: p for p in args.extra})
+    folders = catalog_folders(args.data, args.datasets, args.extra)
     results: dict[str, Any] = {}
     previous = json.loads(args.out.read_text()) if args.out and args.out.exists() else {}
     for name, folder in folders.items():
