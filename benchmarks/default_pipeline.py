@@ -72,6 +72,27 @@ def _stage_param(stage: str, key: str, value: Any) -> Callable[[dict[str, Any]],
     return edit
 
 
+def _with_stage(stage: str, after: str) -> Callable[[dict[str, Any]], None]:
+    def edit(cfg: dict[str, Any]) -> None:
+        stages = cfg.setdefault("stages", [])
+        if any(s["type"] == stage for s in stages):
+            return
+        at = next((i + 1 for i, s in enumerate(stages) if s["type"] == after), 0)
+        stages.insert(at, {"type": stage})
+
+    return edit
+
+
+def _knob(knob: str, on: bool) -> Callable[[dict[str, Any]], None]:
+    """``auto_tune`` with ``knob`` added (``on``) or removed, the other knobs kept."""
+
+    def edit(cfg: dict[str, Any]) -> None:
+        knobs = [k for k in cfg.get("auto_tune", []) if k != knob]
+        cfg["auto_tune"] = [*knobs, knob] if on else knobs
+
+    return edit
+
+
 def _expansion(key: str, value: Any) -> Callable[[dict[str, Any]], None]:
     def edit(cfg: dict[str, Any]) -> None:
         for spec in cfg.get("stages", []):
@@ -94,6 +115,7 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -asking lines (every line a request)": _stage_param("multi_intent", "lines", "all"),
     "default -preamble as context (self-description a request)": _stage_param("multi_intent", "preamble", "request"),
     "default +named tools": _stage_param("multi_intent", "named_tools", True),  # off in the default since issue 29
+    "default -named tools": _stage_param("multi_intent", "named_tools", False),
     "default -action verbs": _stage_param("multi_intent", "actions", False),
     "default -action compounds": _stage_param("multi_intent", "action_compounds", False),
     "default -and before a verb": _stage_param("multi_intent", "and_verbs", False),
@@ -101,12 +123,15 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -tgr": _without_stage("tgr"),
     "default -declared chains": _expansion("declared_chains", False),  # on (from top_k 10) since issue 29
     "default +declared chains at every top_k": _expansion("chain_min_top_k", 1),
-    "default +auto fusion": _set(("auto_tune",), ["hybrid.fusion"]),  # off again: agreement fusion chosen per query
-    "default +auto stemming": _set(("auto_tune",), ["bm25.stemmer"]),
+    "default +auto fusion": _knob("hybrid.fusion", True),  # off again: agreement fusion chosen per query
+    "default +auto stemming": _knob("bm25.stemmer", True),
+    "default -auto stemming": _knob("bm25.stemmer", False),
     # for judging a default without these parts (benchmarks/transfer.py --config): each switched back on
     "default +identifiers": _set(("bm25", "tokenizer"), "identifiers"),
     "default +stemming": _set(("bm25", "stemmer"), "english"),
     "default +action verbs": _stage_param("multi_intent", "actions", True),
+    "default +tool_evidence": _with_stage("tool_evidence", after="multi_intent"),
+    "default +and before a verb": _stage_param("multi_intent", "and_verbs", True),
 }
 
 

@@ -4,7 +4,7 @@ Z-score fusion (the default before) lost 3.0 Recall@5 to plain reciprocal-rank f
 rank fusion lost on five other catalogs, so no fixed fusion passed the transfer rule. ``fusion="agreement"``
 (``retrieval.hybrid.agreement_fuse``) picks per query: reciprocal-rank fusion where the dense and BM25 top 5 share at
 least ``agreement_min`` hits, else a merge of the confidence-weighted z-score ranking and the reciprocal-rank one
-(weights 1 and ``disagreement_rrf_weight``). This script runs the default pipeline (``auto_tune`` off) with
+(weights 1 and ``disagreement_rrf_weight``). This script runs the default pipeline (``auto_tune``'s fusion off) with
 reciprocal-rank fusion, z-score fusion and each ``agreement_min`` x ``disagreement_rrf_weight`` of a small grid on
 every dev catalog (as ``benchmarks/transfer.py``: the shared sets leak-free, 400 dev queries at most), then, for each
 catalog C, chooses the setting on the *other* catalogs (the transfer rule against reciprocal-rank fusion, the part's
@@ -47,7 +47,7 @@ def candidates() -> dict[str, EngineConfig]:
 
     def with_fusion(**hybrid: Any) -> EngineConfig:
         data = copy.deepcopy(base)
-        data["auto_tune"] = []
+        data["auto_tune"] = [k for k in data["auto_tune"] if k != "hybrid.fusion"]
         data["hybrid"].update(hybrid)
         return EngineConfig.model_validate(data)
 

@@ -57,6 +57,8 @@ PARTS = [name for name in ABLATIONS if name.startswith("default -") and name not
 #: options that could be switched on (cheaper or different variants): their effect is option minus default
 OPTIONS = [name for name in ABLATIONS if name.startswith("default +")]
 LOSS = 0.5  # points of Recall@5
+#: a part that cannot act while another is off (the compounds are a rule of the action verbs): not judged then
+REQUIRES = {"default -action compounds": "default -action verbs"}
 
 
 def catalog_folders(data: Path, datasets: Sequence[str], extra: Sequence[Path]) -> dict[str, Path]:
@@ -75,6 +77,11 @@ def configs(parts: Sequence[str], base: EngineConfig | None = None) -> dict[str,
     for part in parts:
         edited = copy.deepcopy(data)
         ABLATIONS[part](edited)
+        if part in REQUIRES:
+            parent = copy.deepcopy(data)
+            ABLATIONS[REQUIRES[part]](parent)
+            if _resolved(parent) == _resolved(data):  # the part it needs is off already
+                continue
         if _resolved(edited) != _resolved(data):
             out[part] = EngineConfig.model_validate(edited)
     return out

@@ -23,10 +23,11 @@ RetrieverName = str
 
 #: The recommended pipeline's stages (see :data:`DEFAULT_PIPELINE`); ``EngineConfig().stages`` is a fresh copy.
 DEFAULT_STAGES: tuple[Mapping[str, Any], ...] = (
-    # named_tools off: it acts on three dev catalogs and gains on none (docs/benchmarks.md, "Does the default
-    # transfer?"); set here rather than as the field's default so that engines saved with it keep it
-    {"type": "multi_intent", "params": {"named_tools": False}},
-    {"type": "tool_evidence"},
+    # the action verbs and the split at "and" before a verb off, and no tool_evidence stage: each fails the transfer
+    # rule with the default's other parts, while named_tools passes with them (docs/benchmarks.md, "Does the default
+    # transfer?"; benchmarks/transfer_fixed_point.py); set here rather than as the fields' defaults so that engines
+    # saved with them keep them
+    {"type": "multi_intent", "params": {"actions": False, "and_verbs": False}},
     {
         "type": "tgr",
         "params": {
@@ -56,10 +57,10 @@ class EngineConfig(RenamedFieldsModel):
     """Everything that defines an engine; saved as ``config.json``.
 
     With nothing named, ``EngineConfig()`` is the recommended pipeline (:data:`DEFAULT_PIPELINE`, the ``default``
-    preset): hybrid retrieval with identifier-aware, stemmed BM25 and agreement fusion (per query), then the
-    ``multi_intent``, ``tool_evidence`` and ``tgr`` stages. Name a field to change that part only:
-    ``EngineConfig(retriever="bm25")`` is the default's stages over BM25. The plain baselines are presets
-    (``pipeline_config("bm25")``, ``"dense"``, ``"hybrid"``: one retriever, no stages).
+    preset): hybrid retrieval with agreement fusion (per query), then the ``multi_intent`` and ``tgr`` stages.
+    Name a field to change that part only: ``EngineConfig(retriever="bm25")`` is the default's stages over BM25.
+    The plain baselines are presets (``pipeline_config("bm25")``, ``"dense"``, ``"hybrid"``: one retriever, no
+    stages).
 
     ``retriever`` names the first stage (``dense``, ``bm25``, ``hybrid`` or a registered backend); each
     retriever reads its own section (``dense``, ``bm25``, ``hybrid``; :meth:`section`). A backend registered
@@ -70,7 +71,7 @@ class EngineConfig(RenamedFieldsModel):
     Example:
         >>> cfg = EngineConfig()
         >>> cfg.retriever, [s.type for s in cfg.stages]
-        ('hybrid', ['multi_intent', 'tool_evidence', 'tgr'])
+        ('hybrid', ['multi_intent', 'tgr'])
         >>> EngineConfig(retriever="bm25", depth=30).retriever
         'bm25'
     """
@@ -152,19 +153,19 @@ def _section_model(name: str) -> type[BaseModel] | None:
 
 #: The recommended pipeline, "what you get" when you name none: ``EngineConfig()`` itself, the ``default`` preset
 #: of :mod:`~toolrerank_plugins.pipelines`, ``Engine.build(catalog)``, ``toolrerank index/eval/demo`` without
-#: ``--pipeline`` and both adapters' constructors without a config. Zero training and no LLM; each part is judged by
-#: the transfer rule (docs/benchmarks.md, "Does the default transfer?", which says which parts pass and which fail
-#: by a query or two): identifier-aware BM25 that keeps each word and its stem, hybrid fusion chosen per query by
-#: the retrievers' agreement (reciprocal-rank fusion where their top 5 share a hit, else leaning on the one whose
-#: best match stands out; ``benchmarks/fusion_choice.py``), each
-#: request of a multi-request message retrieved on its own (``multi_intent``), tool-level evidence
-#: (``tool_evidence``), and the dependency graph's prerequisites of the two leading results (``tgr``: declared edges
-#: and typed-id schema edges only, no graph convolution; settings chosen by cross-validation in
-#: docs/benchmarks/tgr_closure.md).
+#: ``--pipeline`` and both adapters' constructors without a config. Zero training and no LLM; every part passes the
+#: transfer rule with the others (docs/benchmarks.md, "Does the default transfer?"; the parts that fail it —
+#: identifier splitting, stemming, the action verbs, the split at "and" before a verb, ``tool_evidence`` — are
+#: options): plain BM25 and dense retrieval, hybrid fusion chosen per query by the retrievers' agreement
+#: (reciprocal-rank fusion where their top 5 share two or more hits, else leaning on the one whose best match stands
+#: out; ``benchmarks/fusion_choice.py``), each request of a multi-request message retrieved on its own
+#: (``multi_intent``, with ``named_tools``), and the dependency graph's prerequisites of the two leading results
+#: (``tgr``: declared edges and typed-id schema edges only, no graph convolution; settings chosen by
+#: cross-validation in docs/benchmarks/tgr_closure.md).
 #: The field defaults of :class:`EngineConfig`, ``BM25Config`` and ``HybridConfig`` are these values (a test checks).
 DEFAULT_PIPELINE: Mapping[str, Any] = {
     "retriever": "hybrid",
-    "bm25": {"tokenizer": "identifiers", "stemmer": "english"},
+    "bm25": {"tokenizer": "plain", "stemmer": None},
     "hybrid": {"fusion": "agreement", "confidence_weighted": True},
     "stages": list(DEFAULT_STAGES),
     "auto_tune": [],
@@ -220,6 +221,6 @@ def default_config() -> EngineConfig:
 
     Example:
         >>> [s.type for s in default_config().stages]
-        ['multi_intent', 'tool_evidence', 'tgr']
+        ['multi_intent', 'tgr']
     """
     return EngineConfig()

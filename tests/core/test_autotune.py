@@ -37,15 +37,15 @@ def test_the_candidate_that_ranks_the_pseudo_requests_best_is_chosen_and_ties_ke
     catalog = tiny_catalog()
     requests = dict(pseudo_requests(catalog))
 
-    def make(config: Any, name: str) -> Any:  # no stemming finds the drawn APIs, stemming does not
-        return _Ranks(config.bm25.stemmer is None, requests)
+    def make(config: Any, name: str) -> Any:  # stemming finds the drawn APIs, no stemming does not
+        return _Ranks(config.bm25.stemmer == "english", requests)
 
-    cfg = EngineConfig(retriever="bm25", auto_tune=["bm25.stemmer"])  # the default stemmer, english
+    cfg = EngineConfig(retriever="bm25", auto_tune=["bm25.stemmer"])  # the default: no stemming
     chosen, report = choose(cfg, catalog, make)
-    assert chosen.bm25.stemmer is None and report.chosen == {"bm25.stemmer": None}
-    assert {s["bm25.stemmer"]: s["mrr"] for s in report.scores} == {None: 1.0, "english": 0.0}
+    assert chosen.bm25.stemmer == "english" and report.chosen == {"bm25.stemmer": "english"}
+    assert {s["bm25.stemmer"]: s["mrr"] for s in report.scores} == {None: 0.0, "english": 1.0}
     same, report = choose(cfg, catalog, lambda c, n: _Ranks(True, requests))  # a tie: the configured value
-    assert same.bm25.stemmer == "english"
+    assert same.bm25.stemmer is None
     assert mrr(_Ranks(True, requests), list(requests.items())) == 1.0
 
 
@@ -58,7 +58,7 @@ def test_a_value_the_user_chose_is_not_tuned() -> None:
         built.append(name)
         return _Ranks(True, requests)
 
-    assert EngineConfig().auto_tune == []  # off by default since the agreement fusion (issue 29)
+    assert EngineConfig().auto_tune == []  # off by default: neither knob passes the transfer rule (issue 29)
     mine = EngineConfig(hybrid={"fusion": "rrf"}, auto_tune=["hybrid.fusion"])
     kept, report = choose(mine, catalog, make)
     assert kept.hybrid.fusion == "rrf" and report.chosen == {} and built == []

@@ -165,7 +165,8 @@ register_stage_type("record_top_k_test", StageType(_Seen, lambda cfg, ctx, path:
 
 
 def _engine(stages: list[StageSpec]) -> Engine:
-    return Engine.build(_catalog(), EngineConfig(retriever="bm25", stages=stages))
+    bm25 = {"tokenizer": "identifiers", "stemmer": "english"}  # the BM25 this test's matches were written for
+    return Engine.build(_catalog(), EngineConfig(retriever="bm25", bm25=bm25, stages=stages))
 
 
 def test_stage_context_gives_the_callers_top_k() -> None:

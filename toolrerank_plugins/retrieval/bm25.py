@@ -35,12 +35,12 @@ class BM25Config(ConfigModel):
     stopwords: str | None = Field("en", description="bm25s stopword list name, or None")
     # The defaults are the recommended pipeline's (config.DEFAULT_PIPELINE); the "bm25" preset spells out plain.
     tokenizer: Literal["plain", "identifiers"] = Field(
-        "identifiers",
+        "plain",
         description="plain: bm25s' word tokens; identifiers: also split camelCase, snake_case, kebab-case "
         "and letter/digit runs into their words, keeping the whole identifier as a token too",
     )
     stemmer: str | None = Field(
-        "english", description="Snowball stemmer language (e.g. 'english', needs PyStemmer), or None for no stemming"
+        None, description="Snowball stemmer language (e.g. 'english', needs PyStemmer), or None for no stemming"
     )
 
     @field_validator("stopwords")

@@ -61,16 +61,17 @@ class HybridConfig(RenamedFieldsModel):
         5, ge=1, description="agreement fusion: how many top hits of each ranking are compared"
     )
     agreement_min: int = Field(
-        1,
+        2,
         ge=0,
-        description="agreement fusion: shared top hits from which the rankings agree (reciprocal-rank fusion); 1 (a "
-        "single shared hit) was chosen leaving one catalog out on eleven dev catalogs (benchmarks/fusion_choice.py)",
+        description="agreement fusion: shared top hits from which the rankings agree (reciprocal-rank fusion); 2 was "
+        "chosen leaving one catalog out on eleven dev catalogs with the default's other parts "
+        "(benchmarks/fusion_choice.py)",
     )
     disagreement_rrf_weight: float = Field(
-        0.5,
+        1.0,
         ge=0,
         description="agreement fusion, where the rankings disagree: weight of the reciprocal-rank ranking against "
-        "the confidence-weighted z-score ranking (1) when the two are merged",
+        "the confidence-weighted z-score ranking (1) when the two are merged (chosen with agreement_min)",
     )
 
     renamed_fields: ClassVar[Mapping[str, str]] = {"candidates": "depth"}
@@ -164,8 +165,8 @@ def agreement_fuse(
     rrf_k: int,
     top_k: int,
     depth: int = 5,
-    min_shared: int = 1,
-    rrf_weight: float = 0.5,
+    min_shared: int = 2,
+    rrf_weight: float = 1.0,
     confidence_weighted: bool = True,
 ) -> list[Hit]:
     """Fusion chosen per query by the rankings' agreement. Where the top ``depth`` of every ranking share at
@@ -177,9 +178,10 @@ def agreement_fuse(
 
     Why (docs/benchmarks.md, "Does the default transfer?"): z-score fusion alone lost 3.0 Recall@5 to
     reciprocal-rank fusion on RestBench, reciprocal-rank fusion alone lost on five other catalogs. ``min_shared``
-    1 (the top hits share nothing: only then does the confident ranking lead) and ``rrf_weight`` 0.5 were chosen
-    leaving one catalog out on eleven dev catalogs (``benchmarks/fusion_choice.py``); with ``min_shared`` 3, the
-    choice on the first ten, the catalog of real MCP servers lost 2.3 Recall@5 to reciprocal-rank fusion.
+    2 (the confident ranking leads where the top hits share at most one id) and ``rrf_weight`` 1 were chosen
+    leaving one catalog out on eleven dev catalogs with the default's other parts (``benchmarks/fusion_choice.py``;
+    with the parts on before issue 29's fixed point the choice was 1 and 0.5, and on the first ten catalogs 3 and
+    0.5, which lost 2.3 Recall@5 to reciprocal-rank fusion on the catalog of real MCP servers).
 
     Example:
         >>> a = [Hit("x", 0.9), Hit("y", 0.8), Hit("z", 0.1)]

@@ -24,10 +24,13 @@ from pydantic_ai_toolrerank import EngineToolSearch, toolrerank_tool_search, too
 from toolrerank_plugins import Engine, EngineConfig, default_catalog_path, load_catalog
 from toolrerank_plugins.testing.tools import fake_implementation
 
+#: BM25 alone splits identifiers and stems (the default pipeline's BM25 is plain; dense makes up for it there)
+BM25_IDENTIFIERS = {"tokenizer": "identifiers", "stemmer": "english"}
+
 
 @pytest.fixture(scope="module")
 def engine() -> Engine:
-    return Engine.build(load_catalog(default_catalog_path()), EngineConfig(retriever="bm25"))
+    return Engine.build(load_catalog(default_catalog_path()), EngineConfig(retriever="bm25", bm25=BM25_IDENTIFIERS))
 
 
 @pytest.fixture(scope="module")
