@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from default_pipeline import bootstrap  # noqa: E402
-from transfer import SHARED, catalog_folders, decide_where_it_acts, per_query  # noqa: E402
+from transfer import add_catalog_args, catalog_folders, decide_where_it_acts, per_query  # noqa: E402
 
 from toolrerank_plugins import EngineConfig  # noqa: E402
 from toolrerank_plugins.pipelines import pipeline_config  # noqa: E402
@@ -99,11 +99,7 @@ def markdown(results: Mapping[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, required=True)
-    ap.add_argument("--datasets", nargs="+", default=list(SHARED), choices=SHARED)
-    ap.add_argument("--extra", nargs="*", type=Path, default=[], help="assembled catalog folders")
-    ap.add_argument("--cache-dir", type=Path, required=True)
-    ap.add_argument("--toolbench-engine", type=Path)
+    add_catalog_args(ap)
     ap.add_argument("--max-queries", type=int, default=400)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()

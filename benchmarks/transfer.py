@@ -57,8 +57,26 @@ PARTS = [name for name in ABLATIONS if name.startswith("default -") and name not
 #: options that could be switched on (cheaper or different variants): their effect is option minus default
 OPTIONS = [name for name in ABLATIONS if name.startswith("default +")]
 LOSS = 0.5  # points of Recall@5
-#: a part that cannot act while another is off (the compounds are a rule of the action verbs): not judged then
-REQUIRES = {"default -action compounds": "default -action verbs"}
+#: part -> the part it needs on to act at all (a rule of ``multi_intent``, the compounds a rule of the action verbs,
+#: the confidence weights of the agreement fusion); a part whose parent is off is not judged
+PARENTS: Mapping[str, str] = {
+    "confidence weights": "agreement fusion (RRF k=5)",
+    "asking lines (every line a request)": "multi_intent",
+    "preamble as context (self-description a request)": "multi_intent",
+    "action verbs": "multi_intent",
+    "action compounds": "action verbs",
+    "and before a verb": "multi_intent",
+    "named tools": "multi_intent",
+}
+
+
+def add_catalog_args(ap: argparse.ArgumentParser) -> None:
+    """The arguments naming the dev catalogs and their cached vectors (this script, fusion_choice, fixed point)."""
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--datasets", nargs="+", default=list(SHARED), choices=SHARED)
+    ap.add_argument("--extra", nargs="*", type=Path, default=[], help="assembled catalog folders")
+    ap.add_argument("--cache-dir", type=Path, required=True)
+    ap.add_argument("--toolbench-engine", type=Path)
 
 
 def catalog_folders(data: Path, datasets: Sequence[str], extra: Sequence[Path]) -> dict[str, Path]:
@@ -77,14 +95,23 @@ def configs(parts: Sequence[str], base: EngineConfig | None = None) -> dict[str,
     for part in parts:
         edited = copy.deepcopy(data)
         ABLATIONS[part](edited)
-        if part in REQUIRES:
-            parent = copy.deepcopy(data)
-            ABLATIONS[REQUIRES[part]](parent)
-            if _resolved(parent) == _resolved(data):  # the part it needs is off already
-                continue
+        if _parent_off(part.removeprefix("default -"), data):
+            continue
         if _resolved(edited) != _resolved(data):
             out[part] = EngineConfig.model_validate(edited)
     return out
+
+
+def _parent_off(part: str, data: Mapping[str, Any]) -> bool:
+    """Whether a part a ``part`` needs (``PARENTS``, transitively) is off in config ``data`` already."""
+    parent = PARENTS.get(part)
+    while parent is not None:
+        edited = copy.deepcopy(dict(data))
+        ABLATIONS[f"default -{parent}"](edited)
+        if _resolved(edited) == _resolved(data):  # switching it off changes nothing: it is off
+            return True
+        parent = PARENTS.get(parent)
+    return False
 
 
 def _resolved(data: Mapping[str, Any]) -> Any:
@@ -234,12 +261,8 @@ def markdown(results: Mapping[str, Any], table: Mapping[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, required=True)
-    ap.add_argument("--datasets", nargs="+", default=list(SHARED), choices=SHARED)
-    ap.add_argument("--extra", nargs="*", type=Path, default=[], help="assembled catalog folders")
+    add_catalog_args(ap)
     ap.add_argument("--parts", nargs="+", default=PARTS + OPTIONS, choices=PARTS + OPTIONS)
-    ap.add_argument("--cache-dir", type=Path, required=True)
-    ap.add_argument("--toolbench-engine", type=Path)
     ap.add_argument("--split", default="dev")
     ap.add_argument("--config", type=Path, help="a JSON EngineConfig to judge instead of today's default")
     ap.add_argument("--keep-derived-edges", action="store_true",

@@ -39,29 +39,43 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from default_pipeline import ABLATIONS  # noqa: E402
-from transfer import SHARED, analyse, catalog_folders, markdown, per_query  # noqa: E402
+from transfer import (  # noqa: E402
+    OPTIONS,
+    PARENTS,
+    add_catalog_args,
+    analyse,
+    catalog_folders,
+    configs,
+    markdown,
+    per_query,
+)
+from transfer import PARTS as TRANSFER_PARTS  # noqa: E402
+from transfer import _resolved as resolved  # noqa: E402
 
 from toolrerank_plugins import EngineConfig  # noqa: E402
 from toolrerank_plugins.pipelines import pipeline_config  # noqa: E402
 
 logger = logging.getLogger("transfer_fixed_point")
 
-#: part (its ``default -X`` ablation) -> the part it needs on to act at all
+#: the parts searched (each its ``default -X`` ablation) -> the part it needs on to act at all (transfer.PARENTS)
 PARTS: Mapping[str, str | None] = {
-    "identifiers": None,
-    "stemming": None,
-    "agreement fusion (RRF k=5)": None,
-    "confidence weights": "agreement fusion (RRF k=5)",
-    "multi_intent": None,
-    "asking lines (every line a request)": "multi_intent",
-    "preamble as context (self-description a request)": "multi_intent",
-    "action verbs": "multi_intent",
-    "action compounds": "action verbs",
-    "and before a verb": "multi_intent",
-    "named tools": "multi_intent",
-    "tool_evidence": None,
-    "tgr": None,
-    "auto stemming": None,
+    part: PARENTS.get(part)
+    for part in (
+        "identifiers",
+        "stemming",
+        "agreement fusion (RRF k=5)",
+        "confidence weights",
+        "multi_intent",
+        "asking lines (every line a request)",
+        "preamble as context (self-description a request)",
+        "action verbs",
+        "action compounds",
+        "and before a verb",
+        "named tools",
+        "tool_evidence",
+        "tgr",
+        "auto stemming",
+    )
 }
 
 
@@ -87,11 +101,11 @@ def config(off: frozenset[str], base: Mapping[str, Any]) -> EngineConfig:
 
 
 def applicable(part: str, off: frozenset[str]) -> bool:
-    parent = PARTS[part]
+    parent = PARENTS.get(part)
     while parent is not None:
         if parent in off:
             return False
-        parent = PARTS[parent]
+        parent = PARENTS.get(parent)
     return True
 
 
@@ -136,29 +150,43 @@ def disagreements(off: frozenset[str], table: Mapping[str, Any]) -> dict[str, fl
     return out
 
 
-def seeded(runs: Mapping[str, Any]) -> dict[str, Any]:
-    """``transfer.py``'s runs of today's default relabelled as states: ``default`` -> nothing off, ``default -X``
-    -> X off (the same configurations, so they need not run again)."""
-    out: dict[str, Any] = {}
-    for name, res in runs.items():
-        r = res["recall@5"]
-        labels = {"default": key(frozenset()), "hybrid": "hybrid"}
-        labels.update({f"default -{p}": key(frozenset({p})) for p in PARTS})
-        out[name] = {
+def seeded(runs: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+    """``transfer.py``'s runs of today's default (each part off, each option on) relabelled as the states they are,
+    matched by resolved config, so that they need not run again."""
+    default = pipeline_config("default").model_dump(mode="json")
+
+    def fingerprint(config_data: Any) -> str:  # resolved configs compare equal; their repr is a dict key
+        return repr(resolved(config_data))
+
+    def edited(part: str) -> Any:
+        data = copy.deepcopy(default)
+        ABLATIONS[f"default -{part}"](data)
+        return resolved(data)
+
+    today = frozenset(p for p in PARTS if edited(p) == resolved(default))  # the parts today's default has off
+    if resolved(config(today, base).model_dump(mode="json")) != resolved(default):
+        raise SystemExit(f"today's default is no state of the parts searched (off: {sorted(today)})")
+    candidates = [today, *(today ^ {p} for p in PARTS)]
+    states = {fingerprint(config(s, base).model_dump(mode="json")): key(s) for s in candidates}
+    states[fingerprint(pipeline_config("hybrid").model_dump(mode="json"))] = "hybrid"
+    labels = {
+        label: states[r]
+        for label, c in configs(TRANSFER_PARTS + OPTIONS).items()
+        if (r := fingerprint(c.model_dump(mode="json"))) in states
+    }
+    return {
+        name: {
             "queries": res["queries"],
-            "recall@5": {labels[k]: v for k, v in r.items() if k in labels},
+            "recall@5": {labels[k]: v for k, v in res["recall@5"].items() if k in labels},
             "p50_ms": {},
         }
-    return out
+        for name, res in runs.items()
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, required=True)
-    ap.add_argument("--datasets", nargs="+", default=list(SHARED), choices=SHARED)
-    ap.add_argument("--extra", nargs="*", type=Path, default=[], help="assembled catalog folders")
-    ap.add_argument("--cache-dir", type=Path, required=True)
-    ap.add_argument("--toolbench-engine", type=Path)
+    add_catalog_args(ap)
     ap.add_argument("--split", default="dev")
     ap.add_argument("--max-queries", type=int, default=400)
     ap.add_argument("--start", nargs="*", default=[], choices=list(PARTS), help="parts off at the start")
@@ -173,7 +201,7 @@ def main() -> None:
     saved = json.loads(args.out.read_text()) if args.out.exists() else {}
     results: dict[str, Any] = saved.get("results", {})
     if args.seed and not results:
-        results = seeded(json.loads(args.seed.read_text())["results"])
+        results = seeded(json.loads(args.seed.read_text())["results"], base)
     path: list[dict[str, Any]] = []
     off = frozenset(args.start)
     seen: set[frozenset[str]] = set()

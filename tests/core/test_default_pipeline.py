@@ -122,7 +122,7 @@ def test_agreement_fusion_is_rrf_where_the_tops_agree_and_leans_on_the_confident
     rankings = [(dense, 1.0), (agreeing, 1.0)]
     assert shared_top(rankings, 3) == 2
     assert agreement_fuse(rankings, rrf_k=5, top_k=10, depth=3, min_shared=2) == rrf_fuse(rankings, rrf_k=5, top_k=10)
-    assert agreement_fuse(rankings, rrf_k=5, top_k=10, depth=3) == rrf_fuse(rankings, rrf_k=5, top_k=10)  # default 1
+    assert agreement_fuse(rankings, rrf_k=5, top_k=10, depth=3) == rrf_fuse(rankings, rrf_k=5, top_k=10)  # default 2
     assert agreement_fuse(rankings, rrf_k=5, top_k=10, depth=3, min_shared=3) != rrf_fuse(rankings, rrf_k=5, top_k=10)
     # bm25 shares nothing with dense's top 3 and one hit stands far out: the z-score ranking leads ...
     peaked = [Hit("p", 50.0)] + [Hit(f"q{i}", 1.0) for i in range(9)]
