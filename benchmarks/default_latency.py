@@ -3,7 +3,10 @@
 ``default_pipeline.py`` times each pipeline over all queries one after the other; on a shared machine the load
 changes between the runs. Here every query is searched by each engine back to back (the order rotating per
 query), over ``--rounds`` passes, after a warm-up; the ratios of the p50s to hybrid's are the numbers to read.
-Both engines share the catalog vectors (no encoding of documents is timed), and each search encodes its query.
+The engines share the catalog vectors (no encoding of documents is timed), and each search encodes its query.
+``default-serial`` is the default with ``parallel_requests=False`` (a multi-request message's requests encoded on
+the calling thread, not on a spare one beside the message); ``--neighbour`` times everything beside a second
+process multiplying torch matrices on two threads (as ``benchmarks/threads.py``).
 
 Usage::
 
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,13 +27,14 @@ from typing import Any
 
 import numpy as np
 from default_pipeline import _cache  # sibling script (benchmarks/ is on sys.path when run)
+from threads import NEIGHBOUR  # sibling script
 
 from toolrerank_plugins.catalog import default_catalog_path
 from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.loaders import load_catalog, load_queries
 from toolrerank_plugins.pipelines import pipeline_config
 
-PIPELINES = ("hybrid", "default", "default-fast")
+PIPELINES = ("hybrid", "default", "default-serial", "default-fast")
 
 
 def _vectors(ds: str, cache_dir: Path | None, toolbench_engine: Path | None) -> dict[str, np.ndarray] | None:
@@ -40,10 +46,13 @@ def _vectors(ds: str, cache_dir: Path | None, toolbench_engine: Path | None) -> 
 
 
 def _config(name: str, threads: int | None) -> Any:
-    cfg = pipeline_config(name)
+    """The preset; ``default-serial`` is the default with every search on its calling thread alone
+    (``parallel_requests=False``: the requests are not encoded on a spare thread)."""
+    preset, extra = ("default", {"parallel_requests": False}) if name == "default-serial" else (name, {})
+    cfg = pipeline_config(preset, **extra)
     if threads is None:
         return cfg
-    return pipeline_config(name, dense={**cfg.dense.model_dump(), "torch_threads": threads})
+    return pipeline_config(preset, dense={**cfg.dense.model_dump(), "torch_threads": threads}, **extra)
 
 
 def measure(
@@ -55,7 +64,8 @@ def measure(
     cache_dir: Path | None,
     toolbench_engine: Path | None,
     threads: int | None = None,
-) -> dict[str, float]:
+    neighbour: bool = False,
+) -> dict[str, Any]:
     folder = Path(default_catalog_path()) if ds == "bundled" else data / ds
     catalog = load_catalog(folder)
     queries = [q.query for q in load_queries(folder) if q.split == "dev"][:limit]
@@ -65,19 +75,29 @@ def measure(
         for q in queries[:20]:
             engine.search(q, top_k=10)
     times: dict[str, list[float]] = {name: [] for name in PIPELINES}
-    for r in range(rounds):
-        for i, q in enumerate(queries):
-            shift = (i + r) % len(PIPELINES)  # each engine goes first, second, ... in turn
-            order = PIPELINES[shift:] + PIPELINES[:shift]
-            for name in order:
-                t = time.perf_counter()
-                engines[name].search(q, top_k=10)
-                times[name].append((time.perf_counter() - t) * 1000)
+    beside = subprocess.Popen([sys.executable, "-c", NEIGHBOUR]) if neighbour else None
+    try:
+        if beside is not None:
+            time.sleep(2.0)  # the neighbour's torch import done: it is multiplying
+        for r in range(rounds):
+            for i, q in enumerate(queries):
+                shift = (i + r) % len(PIPELINES)  # each engine goes first, second, ... in turn
+                order = PIPELINES[shift:] + PIPELINES[:shift]
+                for name in order:
+                    t = time.perf_counter()
+                    engines[name].search(q, top_k=10)
+                    times[name].append((time.perf_counter() - t) * 1000)
+    finally:
+        if beside is not None:
+            beside.kill()
+            beside.wait()
     p50 = {name: float(np.percentile(v, 50)) for name, v in times.items()}
     return {
         "queries": len(queries),
         "rounds": rounds,
+        "neighbour": neighbour,
         **{f"{n}_p50_ms": round(v, 2) for n, v in p50.items()},
+        **{f"{n}_p95_ms": round(float(np.percentile(v, 95)), 2) for n, v in times.items()},
         **{f"{n}_mean_ms": round(float(np.mean(times[n])), 2) for n in PIPELINES},
         **{f"{n}_ratio_p50": round(p50[n] / p50["hybrid"], 3) for n in PIPELINES[1:]},
     }
@@ -92,6 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cache-dir", type=Path)
     ap.add_argument("--toolbench-engine", type=Path)
     ap.add_argument("--threads", type=int, help="torch intra-op threads of every encode (default: the library's)")
+    ap.add_argument(
+        "--neighbour",
+        action="store_true",
+        help="time beside a second process multiplying torch matrices on two threads (benchmarks/threads.py)",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     results = {}
@@ -104,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cache_dir=args.cache_dir,
             toolbench_engine=args.toolbench_engine,
             threads=args.threads,
+            neighbour=args.neighbour,
         )
         print(ds, json.dumps(results[ds]), flush=True)
     if args.out:

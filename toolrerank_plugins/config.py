@@ -86,6 +86,14 @@ class EngineConfig(RenamedFieldsModel):
     bm25: BM25Config = Field(default_factory=BM25Config)
     hybrid: HybridConfig = Field(default_factory=HybridConfig)
     stages: list[StageSpec] = Field(default_factory=_default_stages)
+    parallel_requests: bool = Field(
+        True,
+        description="encode and search a multi-request message's requests (multi_intent) on a spare thread while "
+        "the calling thread does the message, when the process may use two CPUs or more and a spare thread is "
+        "free (another search may hold it); the same results. ToolBench: 1.29x hybrid's p50 instead of 1.72x with "
+        "one torch thread (docs/benchmarks.md, 'The default at hybrid's cost?'). False: every search on its "
+        "calling thread alone",
+    )
     auto_tune: list[AutoTuneKnob] = Field(
         default_factory=_default_auto_tune,
         description="settings Engine.build chooses for the catalog from pseudo-requests built from its own texts "

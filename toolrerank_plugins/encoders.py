@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from toolrerank_plugins._extras import require
+from toolrerank_plugins._workers import sharing_cores
 from toolrerank_plugins.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -389,9 +390,11 @@ class SentenceTransformerEmbedder:
 
     def threads_for(self, n_texts: int) -> int | None:
         """The intra-op threads an encode of ``n_texts`` texts runs with (None: torch's count, unchanged)."""
+        on_cpu = str(getattr(self._model, "device", "cpu")).startswith("cpu")
+        if on_cpu and n_texts <= SHORT_CALL_TEXTS and sharing_cores():  # one of two encodes side by side
+            return max(1, (self.torch_threads or require("torch").get_num_threads()) // 2)
         if self.torch_threads:
             return self.torch_threads
-        on_cpu = str(getattr(self._model, "device", "cpu")).startswith("cpu")
         if not on_cpu or n_texts > SHORT_CALL_TEXTS:
             return None
         return self._chooser().pick()
@@ -408,7 +411,7 @@ class SentenceTransformerEmbedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         self.model  # noqa: B018 - loaded before the thread count is chosen (it depends on the device)
         threads = self.threads_for(len(texts))
-        chosen = threads is not None and not self.torch_threads
+        chosen = threads is not None and not self.torch_threads and not sharing_cores()
         start = time.perf_counter()
         with intra_op_threads(threads):
             out = self._encode(texts, batch_size=batch_size, show_progress_bar=show_progress_bar)

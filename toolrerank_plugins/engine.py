@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolrerank_plugins import _validate
 from toolrerank_plugins._call_llm import using_llm
+from toolrerank_plugins._workers import spare_threads_allowed
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.config import EngineConfig, RetrieverName
 from toolrerank_plugins.encoders import Embedder
@@ -787,7 +788,8 @@ class Engine:
         parts = [p.parts if p is not None else () for p in plans]
         pooled = any(p.pooled for p in plans if p is not None)
         lexical = any(p.lexical for p in plans if p is not None)
-        whole, by_part = state.first_stage.search_with_parts(queries, parts, depth, pooled=pooled, lexical=lexical)
+        with spare_threads_allowed(self.config.parallel_requests):
+            whole, by_part = state.first_stage.search_with_parts(queries, parts, depth, pooled=pooled, lexical=lexical)
         prefetched = [
             _Prefetched(state.first_stage, depth, dict(zip(ps, hits))) if ps else None
             for ps, hits in zip(parts, by_part)

@@ -19,6 +19,7 @@ from pydantic import ConfigDict, Field
 from toolrerank_plugins._atomic import npy_bytes, write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
+from toolrerank_plugins._workers import sharing_cores, side_by_side
 from toolrerank_plugins.encoders import Embedder, SentenceTransformerEmbedder
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit, split_by_counts
@@ -354,9 +355,11 @@ class DenseRetriever(FirstStage):
         pooled: bool = False,
         lexical: bool = False,
     ) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
-        """The queries and their parts encoded in one call when the encoder packs short calls (see
-        ``SentenceTransformerEmbedder.packs_texts``), else in two (one padded batch would pad every request
-        to the message's length: measured 1.3x slower on ToolBench messages), searched in one. With
+        """The parts searched on a spare thread while this one searches the queries, when the engine allows it
+        (``toolrerank_plugins._workers``) and one is free; else the queries and their parts encoded in one call
+        when the encoder packs short calls (see ``SentenceTransformerEmbedder.packs_texts``), or in two (one
+        padded batch would pad every request to the message's length: measured 1.3x slower on ToolBench
+        messages), and searched in one. With
         ``pooled`` a query with parts is not encoded itself but searched with the mean of its parts' vectors,
         weighted by their lengths (normalised): each text is encoded once. ``lexical`` is ignored (no
         lexical part)."""
@@ -367,6 +370,10 @@ class DenseRetriever(FirstStage):
         own = [i for i, n in enumerate(counts) if not (pooled and n)]  # queries encoded themselves
         own_vec: np.ndarray | None
         part_vec: np.ndarray | None
+        if flat and not pooled:
+            side = side_by_side(lambda: self.search(queries, depth), lambda: self.search(flat, depth))
+            if side is not None:
+                return side[0], split_by_counts(side[1], counts)
         if own and flat and getattr(self.embedder, "packs_texts", False):
             both = self.encode_queries([*(queries[i] for i in own), *flat])
             own_vec, part_vec = both[: len(own)], both[len(own) :]
@@ -396,7 +403,17 @@ class DenseRetriever(FirstStage):
         if index is None or not ids:
             return [[] for _ in range(len(vectors))]
         k = min(depth, len(ids))
-        scores, rows = index.search(np.ascontiguousarray(vectors, dtype=np.float32), k)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if sharing_cores():  # beside another search: half faiss's OpenMP threads (set per thread)
+            faiss = require("faiss")
+            before = faiss.omp_get_max_threads()
+            faiss.omp_set_num_threads(max(1, before // 2))
+            try:
+                scores, rows = index.search(vectors, k)
+            finally:
+                faiss.omp_set_num_threads(before)
+        else:
+            scores, rows = index.search(vectors, k)
         return [[Hit(ids[r], float(s)) for r, s in zip(row_r, row_s) if r >= 0] for row_r, row_s in zip(rows, scores)]
 
     # -- persistence -----------------------------------------------------------------------------

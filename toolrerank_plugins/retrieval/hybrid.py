@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
+from toolrerank_plugins._workers import side_by_side
 from toolrerank_plugins.errors import ConfigError
 from toolrerank_plugins.retrieval.base import (
     CatalogChange,
@@ -18,6 +19,7 @@ from toolrerank_plugins.retrieval.base import (
     Hit,
     StoreChanges,
     get_first_stage_type,
+    split_by_counts,
 )
 
 if TYPE_CHECKING:
@@ -370,19 +372,55 @@ class HybridRetriever(FirstStage):
         whole query's words). With ``lexical`` the sub-queries are matched by the lexical parts alone: only the
         queries are encoded (and ``pooled``, having no part vectors to pool, changes nothing)."""
         deep = max(depth, self.config.depth)
-        whole: dict[str, list[list[Hit]]] = {}
-        by_part: dict[str, list[list[list[Hit]]]] = {}
-        for name, part in self._parts.items():
-            if lexical and part.has_embeddings:
-                whole[name] = part.search(queries, deep)
-            else:
-                whole[name], by_part[name] = part.search_with_parts(queries, parts, deep, pooled=pooled)
+        side = None if pooled or lexical else self._side_by_side(queries, parts, deep)
+        if side is not None:
+            whole, by_part = side
+        else:
+            whole, by_part = {}, {}
+            for name, part in self._parts.items():
+                if lexical and part.has_embeddings:
+                    whole[name] = part.search(queries, deep)
+                else:
+                    whole[name], by_part[name] = part.search_with_parts(queries, parts, deep, pooled=pooled)
         fused_whole = [self._fuse({n: hits[i] for n, hits in whole.items()}, depth) for i in range(len(queries))]
         fused_parts = [
             [self._fuse({n: hp[i][j] for n, hp in by_part.items()}, depth) for j in range(len(ps))]
             for i, ps in enumerate(parts)
         ]
         return fused_whole, fused_parts
+
+    def _side_by_side(
+        self, queries: Sequence[str], parts: Sequence[Sequence[str]], deep: int
+    ) -> tuple[dict[str, list[list[Hit]]], dict[str, list[list[list[Hit]]]]] | None:
+        """Each part's hits of the queries and of their parts, the vector part's search of the parts on a spare
+        thread (``toolrerank_plugins._workers``) while this one encodes and searches the queries, then runs the
+        lexical parts (whose matching holds Python's lock); None when there are no parts, no vector part, or no
+        spare thread may be used or is free."""
+        flat = [p for ps in parts for p in ps]
+        vector = self._vector_part()
+        if not flat or vector is None:
+            return None
+
+        def here() -> dict[str, Any]:
+            found: dict[str, Any] = {"": vector.search(queries, deep)}  # first: its encode runs beside the other
+            for name, part in self._parts.items():
+                if part is not vector:
+                    found[name] = part.search_with_parts(queries, parts, deep)
+            return found
+
+        side = side_by_side(here, lambda: vector.search(flat, deep))
+        if side is None:
+            return None
+        found, vector_hits = side
+        whole: dict[str, list[list[Hit]]] = {}
+        by_part: dict[str, list[list[list[Hit]]]] = {}
+        counts = [len(ps) for ps in parts]
+        for name, part in self._parts.items():
+            if part is vector:
+                whole[name], by_part[name] = found[""], split_by_counts(vector_hits, counts)
+            else:
+                whole[name], by_part[name] = found[name]
+        return whole, by_part
 
     def _fuse(self, ranked: Mapping[str, list[Hit]], depth: int) -> list[Hit]:
         """One fused ranking of each part's hits; a single ranking (a lexical-only sub-query) is kept as it is,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,6 +26,15 @@ class FakeEmbedder:
         self._dim = dimension
         self.calls = 0
         self.texts_encoded = 0
+        self.threads: list[str] = []  # the thread of each call (a search may encode its requests on a spare one)
+        self._lock = threading.Lock()  # counted from several threads
+
+    def __getstate__(self) -> dict[str, object]:  # copied or pickled without its lock (a new one on load)
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     @property
     def model_id(self) -> str:
@@ -41,8 +51,10 @@ class FakeEmbedder:
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, show_progress_bar: bool | None = None
     ) -> np.ndarray:
-        self.calls += 1
-        self.texts_encoded += len(texts)
+        with self._lock:
+            self.calls += 1
+            self.texts_encoded += len(texts)
+            self.threads.append(threading.current_thread().name)
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for i, text in enumerate(texts):
             for w in _WORD.findall(text.lower()):

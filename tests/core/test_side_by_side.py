@@ -1,0 +1,145 @@
+"""A multi-request message's requests searched on a spare thread beside the message (``_workers``)."""
+
+from __future__ import annotations
+
+import contextvars
+import multiprocessing
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from toolrerank_plugins import Engine, EngineConfig, _workers
+from toolrerank_plugins._workers import SpareThreads, sharing_cores, side_by_side, spare_threads_allowed
+from toolrerank_plugins.encoders import SentenceTransformerEmbedder
+from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
+
+MESSAGE = "Send the email message to a recipient about the email. Additionally, tell me the weather forecast"
+REQUESTS = ["Send the email message to a recipient about the email", "tell me the weather forecast"]
+_VAR: contextvars.ContextVar[str] = contextvars.ContextVar("test_side_by_side", default="unset")
+
+
+@pytest.fixture
+def one_spare(monkeypatch: pytest.MonkeyPatch) -> SpareThreads:
+    """One spare thread, whatever the machine's CPU count (CI may have one CPU)."""
+    spare = SpareThreads(1)
+    monkeypatch.setattr(_workers, "_SPARE", spare)
+    return spare
+
+
+def _config(retriever: str, parallel: bool) -> EngineConfig:
+    return EngineConfig(
+        retriever=retriever, parallel_requests=parallel, stages=[{"type": "multi_intent", "params": {}}]
+    )
+
+
+def test_no_spare_thread_on_one_cpu_and_none_while_busy() -> None:
+    assert SpareThreads(0).try_submit(lambda: 1) is None
+    spare = SpareThreads(1)
+    release = threading.Event()
+    first = spare.try_submit(release.wait, 5)
+    assert first is not None
+    assert spare.try_submit(lambda: 2) is None  # busy: the caller does the work itself, nothing queues
+    release.set()
+    assert first.result(timeout=5) is True
+    deadline = time.monotonic() + 5
+    while (again := spare.try_submit(lambda: 3)) is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # the slot is freed by the done callback, just after the result is set
+    assert again is not None and again.result(timeout=5) == 3
+
+
+def test_side_by_side_runs_both_only_where_allowed(one_spare: SpareThreads) -> None:
+    assert side_by_side(lambda: 1, lambda: 2) is None  # outside spare_threads_allowed
+    with spare_threads_allowed(False):
+        assert side_by_side(lambda: 1, lambda: 2) is None
+    token = _VAR.set("caller")
+    try:
+        with spare_threads_allowed():
+            got = side_by_side(
+                lambda: (threading.current_thread().name, _VAR.get(), sharing_cores()),
+                lambda: (threading.current_thread().name, _VAR.get(), sharing_cores()),
+            )
+    finally:
+        _VAR.reset(token)
+    assert got is not None
+    (here, here_var, here_sharing), (there, there_var, there_sharing) = got
+    assert here == threading.current_thread().name and there.startswith("toolrerank-spare")
+    assert (here_var, there_var) == ("caller", "caller")  # the spare thread runs in a copy of the context
+    assert here_sharing and there_sharing and not sharing_cores()
+
+
+def test_an_error_leaves_only_after_the_other_half_ended(one_spare: SpareThreads) -> None:
+    ended = threading.Event()
+
+    def slow() -> int:
+        time.sleep(0.2)
+        ended.set()
+        return 1
+
+    def fails() -> int:
+        raise ValueError("here")
+
+    with spare_threads_allowed(), pytest.raises(ValueError, match="here"):
+        side_by_side(fails, slow)
+    assert ended.is_set()
+    with spare_threads_allowed(), pytest.raises(KeyError):
+        side_by_side(lambda: 1, lambda: {}["missing"])
+
+
+def _child(spare: SpareThreads, out: Any) -> None:
+    future = spare.try_submit(lambda: 41 + 1)
+    out.put(future.result(timeout=10) if future is not None else None)
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork on this OS")
+def test_a_forked_child_makes_its_own_spare_threads() -> None:
+    spare = SpareThreads(1)
+    held = threading.Event()
+    busy = spare.try_submit(held.wait, 10)  # the parent's thread is busy when the child is forked
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(spare, out))
+    proc.start()
+    try:
+        assert out.get(timeout=30) == 42
+    finally:
+        held.set()
+        proc.join(30)
+    assert busy is not None and busy.result(timeout=5)
+
+
+@pytest.mark.parametrize("retriever", ["dense", "hybrid"])
+def test_parallel_requests_rank_as_one_thread_does(retriever: str, one_spare: SpareThreads) -> None:
+    queries = [MESSAGE, "weather forecast for Oslo", "tell me the weather. Also send an email to Bob"]
+    rankings = []
+    for parallel in (True, False):
+        emb = FakeEmbedder()
+        engine = Engine.build(tiny_catalog(), _config(retriever, parallel), embedder=emb)
+        before = len(emb.threads)
+        rankings.append(
+            [[(h.id, round(h.score, 9)) for h in engine.search(q, top_k=6)] for q in queries]
+            + [[(h.id, round(h.score, 9)) for h in r] for r in engine.search_batch(queries, top_k=6)]
+        )
+        spare_calls = [t for t in emb.threads[before:] if t.startswith("toolrerank-spare")]
+        assert bool(spare_calls) is parallel  # the requests were encoded on the spare thread, or never there
+    assert rankings[0] == rankings[1]
+
+
+def test_a_message_without_requests_never_uses_the_spare_thread(one_spare: SpareThreads) -> None:
+    emb = FakeEmbedder()
+    engine = Engine.build(tiny_catalog(), _config("hybrid", True), embedder=emb)
+    before = len(emb.threads)
+    engine.search("weather forecast for Oslo", top_k=3)  # one request: one plain search on the caller
+    assert emb.threads[before:] == [threading.current_thread().name]
+
+
+def test_side_by_side_encodes_split_the_threads_one_encode_would_take(one_spare: SpareThreads) -> None:
+    emb = SentenceTransformerEmbedder("default", torch_threads=4)  # the model is not loaded for this
+    single = SentenceTransformerEmbedder("default", torch_threads=1)
+    assert emb.threads_for(3) == 4
+    with spare_threads_allowed():
+        halves = side_by_side(lambda: emb.threads_for(3), lambda: emb.threads_for(3))
+        ones = side_by_side(lambda: single.threads_for(3), lambda: single.threads_for(3))
+        long = side_by_side(lambda: emb.threads_for(500), lambda: 0)  # a long call (an index build): unchanged
+    assert (halves, ones, long) == ((2, 2), (1, 1), (4, 0))
