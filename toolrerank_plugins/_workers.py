@@ -1,11 +1,12 @@
-"""Spare threads a search hands part of its first-stage work to: encoding a multi-request message's requests.
+"""Spare threads a search hands part of its first-stage work to: searching a multi-request message's requests.
 
 The ``multi_intent`` stage asks the first stage for the message and for each of its requests. On one thread
-that is about twice the encoding of plain hybrid (the requests repeat the message's words); on a machine with
-a second core, the requests are encoded on a spare thread while the calling thread encodes the message
-(docs/benchmarks.md, "The default at hybrid's cost?"). The engine allows it for the first-stage call of a
-search (:func:`spare_threads_allowed`, ``EngineConfig.parallel_requests``); a first stage asks with
-:func:`run_aside`, which says no outside such a call.
+that is about twice the encoding of plain hybrid (the requests repeat the message's words) and a first-stage
+search per request; on a machine with a second core, the requests are searched on a spare thread while the
+calling thread searches the message (docs/benchmarks.md, "The default at hybrid's cost?"). The engine allows it
+for the first-stage call of a search (:func:`spare_threads_allowed`, ``EngineConfig.parallel_requests``); a
+first stage asks with :func:`side_by_side` (``FirstStage.search_side_by_side``), which says no outside such a
+call.
 
 There are as many spare threads as the process may use CPUs, less one (none on one CPU). A search that finds
 them all busy (other searches of this process hold them) does the work itself, as before: spare threads never
@@ -109,7 +110,7 @@ _SHARING: contextvars.ContextVar[bool] = contextvars.ContextVar("toolrerank_shar
 
 @contextmanager
 def spare_threads_allowed(allowed: bool = True) -> Iterator[None]:
-    """Lets :func:`run_aside` use a spare thread in the block (when ``allowed``)."""
+    """Lets :func:`side_by_side` use a spare thread in the block (when ``allowed``)."""
     token = _ALLOWED.set(allowed)
     try:
         yield

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from toolrerank_plugins._extras import Registry
+from toolrerank_plugins._workers import side_by_side
 
 if TYPE_CHECKING:
     import numpy as np
@@ -210,6 +211,24 @@ class FirstStage(ABC):
         flat = [*queries, *(p for ps in parts for p in ps)]
         hits = self.search(flat, depth)
         return hits[: len(queries)], split_by_counts(hits[len(queries) :], [len(ps) for ps in parts])
+
+    def search_side_by_side(
+        self, queries: Sequence[str], parts: Sequence[Sequence[str]], depth: int
+    ) -> tuple[list[list[Hit]], list[list[list[Hit]]]] | None:
+        """:meth:`search` of the parts on a spare thread while this thread searches the queries, or None when
+        there are no parts, the engine does not allow it (``EngineConfig.parallel_requests``) or no spare thread
+        is free (``toolrerank_plugins._workers``). A first stage whose search is mostly native work that leaves
+        Python's lock (an encoder, faiss) calls it first in :meth:`search_with_parts` (dense does; hybrid sends only
+        its vector part's search there): a multi-request message then takes about the longer of the two searches
+        instead of both; each side's
+        encoder and faiss take half the threads one search would (see ``_workers.sharing_cores``)."""
+        flat = [p for ps in parts for p in ps]
+        if not flat:
+            return None
+        side = side_by_side(lambda: self.search(queries, depth), lambda: self.search(flat, depth))
+        if side is None:
+            return None
+        return side[0], split_by_counts(side[1], [len(ps) for ps in parts])
 
     @abstractmethod
     def save(self, root: Path) -> None:

@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field
 from toolrerank_plugins._atomic import npy_bytes, write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
-from toolrerank_plugins._workers import sharing_cores, side_by_side
+from toolrerank_plugins._workers import sharing_cores
 from toolrerank_plugins.encoders import Embedder, SentenceTransformerEmbedder
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit, split_by_counts
@@ -370,10 +370,9 @@ class DenseRetriever(FirstStage):
         own = [i for i, n in enumerate(counts) if not (pooled and n)]  # queries encoded themselves
         own_vec: np.ndarray | None
         part_vec: np.ndarray | None
-        if flat and not pooled:
-            side = side_by_side(lambda: self.search(queries, depth), lambda: self.search(flat, depth))
-            if side is not None:
-                return side[0], split_by_counts(side[1], counts)
+        side = None if pooled else self.search_side_by_side(queries, parts, depth)
+        if side is not None:
+            return side
         if own and flat and getattr(self.embedder, "packs_texts", False):
             both = self.encode_queries([*(queries[i] for i in own), *flat])
             own_vec, part_vec = both[: len(own)], both[len(own) :]
