@@ -95,6 +95,15 @@ _SPARE: SpareThreads | None = None
 _SPARE_LOCK = threading.Lock()
 
 
+def _forget_after_fork() -> None:  # a forked child: the parent's threads and locks are not its own
+    global _SPARE, _SPARE_LOCK
+    _SPARE, _SPARE_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def spare_threads() -> SpareThreads:
     """The process's spare threads (:func:`usable_cpus` less one), made on first use."""
     global _SPARE

@@ -89,11 +89,13 @@ def test_an_error_leaves_only_after_the_other_half_ended(one_spare: SpareThreads
 
 def _child(spare: SpareThreads, out: Any) -> None:
     future = spare.try_submit(lambda: 41 + 1)
-    out.put(future.result(timeout=10) if future is not None else None)
+    forgot = _workers._SPARE is None  # the process's own spare threads are made again in a child
+    out.put((future.result(timeout=10) if future is not None else None, forgot))
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork on this OS")
 def test_a_forked_child_makes_its_own_spare_threads() -> None:
+    _workers.spare_threads()  # the parent's, made before the fork
     spare = SpareThreads(1)
     held = threading.Event()
     busy = spare.try_submit(held.wait, 10)  # the parent's thread is busy when the child is forked
@@ -102,7 +104,7 @@ def test_a_forked_child_makes_its_own_spare_threads() -> None:
     proc = ctx.Process(target=_child, args=(spare, out))
     proc.start()
     try:
-        assert out.get(timeout=30) == 42
+        assert out.get(timeout=30) == (42, True)
     finally:
         held.set()
         proc.join(30)
