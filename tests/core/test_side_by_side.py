@@ -9,7 +9,10 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from tests._fuzz import FUZZ
 from toolrerank_plugins import Engine, EngineConfig, _workers
 from toolrerank_plugins._workers import SpareThreads, sharing_cores, side_by_side, spare_threads_allowed
 from toolrerank_plugins.encoders import SentenceTransformerEmbedder
@@ -145,3 +148,44 @@ def test_side_by_side_encodes_split_the_threads_one_encode_would_take(one_spare:
         ones = side_by_side(lambda: single.threads_for(3), lambda: single.threads_for(3))
         long = side_by_side(lambda: emb.threads_for(500), lambda: 0)  # a long call (an index build): unchanged
     assert (halves, ones, long) == ((2, 2), (1, 1), (4, 0))
+
+
+_PIECES = [
+    "send an email to Bob",
+    "tell me the weather forecast",
+    "find a hotel in Rome",
+    "delete the calendar event",
+    "what's the exchange rate",
+    "search for videos",
+    "",
+    "?",
+    "    ",
+]
+_JOINS = [". Also, ", ". Additionally, ", " and then ", "\n", "; ", " and ", ". "]
+
+
+@pytest.fixture(scope="module")
+def engines_on_and_off() -> dict[bool, Engine]:
+    catalog = tiny_catalog()
+    return {p: Engine.build(catalog, _config("hybrid", p), embedder=FakeEmbedder()) for p in (True, False)}
+
+
+@pytest.mark.fuzz
+@FUZZ
+@given(
+    st.lists(st.tuples(st.sampled_from(_PIECES), st.sampled_from(_JOINS)), min_size=1, max_size=6), st.text(max_size=20)
+)
+def test_generated_messages_rank_the_same_with_and_without_the_spare_thread(
+    engines_on_and_off: dict[bool, Engine], pieces: list[tuple[str, str]], noise: str
+) -> None:
+    message = "".join(p + j for p, j in pieces) + noise
+    spare = SpareThreads(1)
+    original = _workers._SPARE
+    _workers._SPARE = spare  # one spare thread, whatever the machine (restored below)
+    try:
+        got = {
+            p: [(h.id, round(h.score, 9)) for h in e.search(message, top_k=6)] for p, e in engines_on_and_off.items()
+        }
+    finally:
+        _workers._SPARE = original
+    assert got[True] == got[False]
