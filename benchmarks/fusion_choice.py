@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from default_pipeline import bootstrap  # noqa: E402
-from transfer import add_catalog_args, catalog_folders, decide_where_it_acts, per_query  # noqa: E402
+from transfer import add_catalog_args, decide_where_it_acts, measure_catalogs  # noqa: E402
 
 from toolrerank_plugins import EngineConfig  # noqa: E402
 from toolrerank_plugins.pipelines import pipeline_config  # noqa: E402
@@ -105,23 +105,15 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     cfgs = candidates()
-    folders = catalog_folders(args.data, args.datasets, args.extra)
     previous = json.loads(args.out.read_text()) if args.out and args.out.exists() else {}
     results: dict[str, Any] = {}
-    for name, folder in folders.items():
-        results[name] = per_query(
-            folder,
-            name,
-            cfgs,
-            args.cache_dir,
-            args.toolbench_engine,
-            "dev",
-            max_queries=args.max_queries,
-            done=previous.get(name),
-        )
+
+    def save() -> None:
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(results))
+
+    measure_catalogs(args, cfgs, results, previous, save, max_queries=args.max_queries)
     print(markdown(results))
 
 

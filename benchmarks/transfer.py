@@ -29,7 +29,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,19 @@ def catalog_folders(data: Path, datasets: Sequence[str], extra: Sequence[Path]) 
     folders = {ds: (Path(default_catalog_path()) if ds == "bundled" else data / ds) for ds in datasets}
     folders.update({p.name: p for p in extra})
     return folders
+
+
+def measure_catalogs(
+    args: argparse.Namespace, cfgs: Mapping[str, EngineConfig], results: dict[str, Any], done: Mapping[str, Any],
+    save: Callable[[], None], *, split: str = "dev", keep_derived: bool = False, max_queries: int | None = None,
+) -> None:
+    """:func:`per_query` of ``cfgs`` on every catalog the catalog arguments name (:func:`add_catalog_args`), into
+    ``results[name]``, each resumed from ``done[name]`` (an earlier run's measurements); ``save()`` after each
+    catalog, so a run that stops resumes where it was (this script, fusion_choice, fixed point)."""
+    for name, folder in catalog_folders(args.data, args.datasets, args.extra).items():
+        results[name] = per_query(folder, name, cfgs, args.cache_dir, args.toolbench_engine, split, keep_derived,
+                                  max_queries, done.get(name))
+        save()
 
 
 def configs(parts: Sequence[str], base: EngineConfig | None = None) -> dict[str, EngineConfig]:
@@ -275,16 +288,16 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     base = pipeline_config(args.config) if args.config else None
     cfgs = configs(args.parts, base)
-    folders = catalog_folders(args.data, args.datasets, args.extra)
     results: dict[str, Any] = {}
     previous = json.loads(args.out.read_text()) if args.out and args.out.exists() else {}
-    for name, folder in folders.items():
-        results[name] = per_query(folder, name, cfgs, args.cache_dir, args.toolbench_engine, args.split,
-                                  args.keep_derived_edges, args.max_queries or None,
-                                  previous.get("results", {}).get(name))  # resumed where an earlier run stopped
+
+    def save() -> None:
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps({"results": results}, indent=0))
+
+    measure_catalogs(args, cfgs, results, previous.get("results", {}), save, split=args.split,
+                     keep_derived=args.keep_derived_edges, max_queries=args.max_queries or None)
     table = analyse(results, [p for p in args.parts if p in cfgs])
     md = markdown(results, table)
     print(md)

@@ -44,10 +44,9 @@ from transfer import (  # noqa: E402
     PARENTS,
     add_catalog_args,
     analyse,
-    catalog_folders,
     configs,
     markdown,
-    per_query,
+    measure_catalogs,
 )
 from transfer import PARTS as TRANSFER_PARTS  # noqa: E402
 from transfer import _resolved as resolved  # noqa: E402
@@ -197,7 +196,6 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     base = all_on()
-    folders = catalog_folders(args.data, args.datasets, args.extra)
     saved = json.loads(args.out.read_text()) if args.out.exists() else {}
     results: dict[str, Any] = saved.get("results", {})
     if args.seed and not results:
@@ -209,19 +207,15 @@ def main() -> None:
     for _ in range(args.max_steps):
         seen.add(off)
         cfgs = {"hybrid": pipeline_config("hybrid"), **{key(s): config(s, base) for s in needed(off)}}
-        for name, folder in folders.items():
-            results[name] = per_query(
-                folder,
-                name,
-                cfgs,
-                args.cache_dir,
-                args.toolbench_engine,
-                args.split,
-                False,
-                args.max_queries or None,
-                results.get(name),
-            )
-            args.out.write_text(json.dumps({"results": results, "path": path}, indent=0))
+        measure_catalogs(
+            args,
+            cfgs,
+            results,
+            results,  # each catalog resumed from what earlier steps (or runs) measured
+            lambda: args.out.write_text(json.dumps({"results": results, "path": path}, indent=0)),
+            split=args.split,
+            max_queries=args.max_queries or None,
+        )
         judged = table_at(off, results)
         flips = disagreements(off, judged["table"])
         path.append({"off": sorted(off), "disagree": flips})
