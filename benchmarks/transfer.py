@@ -90,14 +90,17 @@ def catalog_folders(data: Path, datasets: Sequence[str], extra: Sequence[Path]) 
 def measure_catalogs(
     args: argparse.Namespace, cfgs: Mapping[str, EngineConfig], results: dict[str, Any], done: Mapping[str, Any],
     save: Callable[[], None], *, split: str = "dev", keep_derived: bool = False, max_queries: int | None = None,
-) -> None:
+) -> list[str]:
     """:func:`per_query` of ``cfgs`` on every catalog the catalog arguments name (:func:`add_catalog_args`), into
     ``results[name]``, each resumed from ``done[name]`` (an earlier run's measurements); ``save()`` after each
-    catalog, so a run that stops resumes where it was (this script, fusion_choice, fixed point)."""
-    for name, folder in catalog_folders(args.data, args.datasets, args.extra).items():
+    catalog, so a run that stops resumes where it was (this script, fusion_choice, fixed point). Returns the
+    catalogs' names."""
+    folders = catalog_folders(args.data, args.datasets, args.extra)
+    for name, folder in folders.items():
         results[name] = per_query(folder, name, cfgs, args.cache_dir, args.toolbench_engine, split, keep_derived,
                                   max_queries, done.get(name))
         save()
+    return list(folders)
 
 
 def configs(parts: Sequence[str], base: EngineConfig | None = None) -> dict[str, EngineConfig]:

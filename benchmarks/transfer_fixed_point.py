@@ -207,7 +207,7 @@ def main() -> None:
     for _ in range(args.max_steps):
         seen.add(off)
         cfgs = {"hybrid": pipeline_config("hybrid"), **{key(s): config(s, base) for s in needed(off)}}
-        measure_catalogs(
+        names = measure_catalogs(
             args,
             cfgs,
             results,
@@ -216,7 +216,7 @@ def main() -> None:
             split=args.split,
             max_queries=args.max_queries or None,
         )
-        judged = table_at(off, results)
+        judged = table_at(off, {n: results[n] for n in names})  # --out may hold catalogs this run leaves out
         flips = disagreements(off, judged["table"])
         path.append({"off": sorted(off), "disagree": flips})
         logger.info("state %s: disagree %s", key(off), flips)
