@@ -368,9 +368,11 @@ class HybridRetriever(FirstStage):
         pooled: bool = False,
         lexical: bool = False,
     ) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
-        """Every part in one call each; ``pooled`` applies to the parts with vectors (a lexical part matches the
-        whole query's words). With ``lexical`` the sub-queries are matched by the lexical parts alone: only the
-        queries are encoded (and ``pooled``, having no part vectors to pool, changes nothing)."""
+        """Every part in one call each, the vector part's search of the sub-queries on a spare thread when the
+        engine allows it and one is free (:meth:`_side_by_side`); ``pooled`` applies to the parts with vectors (a
+        lexical part matches the whole query's words). With ``lexical`` the sub-queries are matched by the
+        lexical parts alone: only the queries are encoded (and ``pooled``, having no part vectors to pool, changes
+        nothing)."""
         deep = max(depth, self.config.depth)
         side = None if pooled or lexical else self._side_by_side(queries, parts, deep)
         if side is not None:
@@ -401,25 +403,24 @@ class HybridRetriever(FirstStage):
         if not flat or vector is None:
             return None
 
-        def here() -> dict[str, Any]:
-            found: dict[str, Any] = {"": vector.search(queries, deep)}  # first: its encode runs beside the other
-            for name, part in self._parts.items():
-                if part is not vector:
-                    found[name] = part.search_with_parts(queries, parts, deep)
-            return found
+        def here() -> tuple[list[list[Hit]], dict[str, tuple[list[list[Hit]], list[list[list[Hit]]]]]]:
+            mine = vector.search(queries, deep)  # first: its encode runs beside the other thread's
+            return mine, {
+                n: p.search_with_parts(queries, parts, deep) for n, p in self._parts.items() if p is not vector
+            }
 
         side = side_by_side(here, lambda: vector.search(flat, deep))
         if side is None:
             return None
-        found, vector_hits = side
+        (vector_whole, lexical), vector_flat = side
+        counts = [len(ps) for ps in parts]
         whole: dict[str, list[list[Hit]]] = {}
         by_part: dict[str, list[list[list[Hit]]]] = {}
-        counts = [len(ps) for ps in parts]
-        for name, part in self._parts.items():
+        for name, part in self._parts.items():  # in the parts' order: the fusion reads them in it
             if part is vector:
-                whole[name], by_part[name] = found[""], split_by_counts(vector_hits, counts)
+                whole[name], by_part[name] = vector_whole, split_by_counts(vector_flat, counts)
             else:
-                whole[name], by_part[name] = found[name]
+                whole[name], by_part[name] = lexical[name]
         return whole, by_part
 
     def _fuse(self, ranked: Mapping[str, list[Hit]], depth: int) -> list[Hit]:
