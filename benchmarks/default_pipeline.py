@@ -114,7 +114,7 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default +lexical requests": _stage_param("multi_intent", "requests_by", "lexical"),
     "default -asking lines (every line a request)": _stage_param("multi_intent", "lines", "all"),
     "default -preamble as context (self-description a request)": _stage_param("multi_intent", "preamble", "request"),
-    "default +named tools": _stage_param("multi_intent", "named_tools", True),  # off in the default since issue 29
+    "default +named tools": _stage_param("multi_intent", "named_tools", True),  # on again since the fixed point
     "default -named tools": _stage_param("multi_intent", "named_tools", False),
     "default -action verbs": _stage_param("multi_intent", "actions", False),
     "default -action compounds": _stage_param("multi_intent", "action_compounds", False),

@@ -29,7 +29,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,15 +118,21 @@ def configs(parts: Sequence[str], base: EngineConfig | None = None) -> dict[str,
     return out
 
 
-def _parent_off(part: str, data: Mapping[str, Any]) -> bool:
-    """Whether a part a ``part`` needs (``PARENTS``, transitively) is off in config ``data`` already."""
+def ancestors(part: str) -> Iterator[str]:
+    """The parts ``part`` needs on to act (``PARENTS``, transitively), nearest first."""
     parent = PARENTS.get(part)
     while parent is not None:
+        yield parent
+        parent = PARENTS.get(parent)
+
+
+def _parent_off(part: str, data: Mapping[str, Any]) -> bool:
+    """Whether a part a ``part`` needs (``PARENTS``, transitively) is off in config ``data`` already."""
+    for parent in ancestors(part):
         edited = copy.deepcopy(dict(data))
         ABLATIONS[f"default -{parent}"](edited)
         if _resolved(edited) == _resolved(data):  # switching it off changes nothing: it is off
             return True
-        parent = PARENTS.get(parent)
     return False
 
 

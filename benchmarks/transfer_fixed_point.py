@@ -41,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from default_pipeline import ABLATIONS  # noqa: E402
 from transfer import (  # noqa: E402
     OPTIONS,
-    PARENTS,
     add_catalog_args,
     analyse,
+    ancestors,
     configs,
     markdown,
     measure_catalogs,
@@ -56,26 +56,23 @@ from toolrerank_plugins.pipelines import pipeline_config  # noqa: E402
 
 logger = logging.getLogger("transfer_fixed_point")
 
-#: the parts searched (each its ``default -X`` ablation) -> the part it needs on to act at all (transfer.PARENTS)
-PARTS: Mapping[str, str | None] = {
-    part: PARENTS.get(part)
-    for part in (
-        "identifiers",
-        "stemming",
-        "agreement fusion (RRF k=5)",
-        "confidence weights",
-        "multi_intent",
-        "asking lines (every line a request)",
-        "preamble as context (self-description a request)",
-        "action verbs",
-        "action compounds",
-        "and before a verb",
-        "named tools",
-        "tool_evidence",
-        "tgr",
-        "auto stemming",
-    )
-}
+#: the parts searched, each its ``default -X`` ablation (the parts they need on to act: transfer.PARENTS)
+PARTS: tuple[str, ...] = (
+    "identifiers",
+    "stemming",
+    "agreement fusion (RRF k=5)",
+    "confidence weights",
+    "multi_intent",
+    "asking lines (every line a request)",
+    "preamble as context (self-description a request)",
+    "action verbs",
+    "action compounds",
+    "and before a verb",
+    "named tools",
+    "tool_evidence",
+    "tgr",
+    "auto stemming",
+)
 
 
 def all_on() -> dict[str, Any]:
@@ -100,12 +97,7 @@ def config(off: frozenset[str], base: Mapping[str, Any]) -> EngineConfig:
 
 
 def applicable(part: str, off: frozenset[str]) -> bool:
-    parent = PARENTS.get(part)
-    while parent is not None:
-        if parent in off:
-            return False
-        parent = PARENTS.get(parent)
-    return True
+    return not any(parent in off for parent in ancestors(part))
 
 
 def needed(off: frozenset[str]) -> list[frozenset[str]]:
@@ -204,6 +196,10 @@ def main() -> None:
     off = frozenset(args.start)
     seen: set[frozenset[str]] = set()
     fixed = False
+
+    def save() -> None:  # every configuration measured so far, and the path taken
+        args.out.write_text(json.dumps({"results": results, "path": path}, indent=0))
+
     for _ in range(args.max_steps):
         seen.add(off)
         cfgs = {"hybrid": pipeline_config("hybrid"), **{key(s): config(s, base) for s in needed(off)}}
@@ -212,7 +208,7 @@ def main() -> None:
             cfgs,
             results,
             results,  # each catalog resumed from what earlier steps (or runs) measured
-            lambda: args.out.write_text(json.dumps({"results": results, "path": path}, indent=0)),
+            save,
             split=args.split,
             max_queries=args.max_queries or None,
         )
@@ -220,7 +216,7 @@ def main() -> None:
         flips = disagreements(off, judged["table"])
         path.append({"off": sorted(off), "disagree": flips})
         logger.info("state %s: disagree %s", key(off), flips)
-        args.out.write_text(json.dumps({"results": results, "path": path}, indent=0))
+        save()
         if not flips:
             fixed = True
             break
