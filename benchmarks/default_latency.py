@@ -8,6 +8,11 @@ The engines share the catalog vectors (no encoding of documents is timed), and e
 the calling thread, not on a spare one beside the message); ``--neighbour`` times everything beside a second
 process multiplying torch matrices on two threads (as ``benchmarks/threads.py``).
 
+``--pipelines`` times only the engines named (``hybrid`` always among them: the ratios are to it). An engine whose
+search ran OpenMP threads (a batched faiss search on two threads, a two-thread encode) leaves them spinning for a
+while after it returns (libgomp's default wait policy), on the core the next engine's search would use; ``--gap-ms``
+pauses that long between two searches (untimed), as an agent's searches are apart (a model call between them).
+
 Usage::
 
     python benchmarks/default_latency.py --threads 1 --data ../shared/data --datasets bundled api-bank \\
@@ -65,25 +70,30 @@ def measure(
     toolbench_engine: Path | None,
     threads: int | None = None,
     neighbour: bool = False,
+    pipelines: Sequence[str] = PIPELINES,
+    gap_ms: float = 0.0,
 ) -> dict[str, Any]:
     folder = Path(default_catalog_path()) if ds == "bundled" else data / ds
     catalog = load_catalog(folder)
     queries = [q.query for q in load_queries(folder) if q.split == "dev"][:limit]
     cache = _vectors(ds, cache_dir, toolbench_engine)
-    engines = {name: Engine.build(catalog, _config(name, threads), embedding_cache=cache) for name in PIPELINES}
+    names = ("hybrid", *(n for n in pipelines if n != "hybrid"))
+    engines = {name: Engine.build(catalog, _config(name, threads), embedding_cache=cache) for name in names}
     for engine in engines.values():  # warm-up: models loaded, caches filled
         for q in queries[:20]:
             engine.search(q, top_k=10)
-    times: dict[str, list[float]] = {name: [] for name in PIPELINES}
+    times: dict[str, list[float]] = {name: [] for name in names}
     beside = subprocess.Popen([sys.executable, "-c", NEIGHBOUR]) if neighbour else None
     try:
         if beside is not None:
             time.sleep(2.0)  # the neighbour's torch import done: it is multiplying
         for r in range(rounds):
             for i, q in enumerate(queries):
-                shift = (i + r) % len(PIPELINES)  # each engine goes first, second, ... in turn
-                order = PIPELINES[shift:] + PIPELINES[:shift]
+                shift = (i + r) % len(names)  # each engine goes first, second, ... in turn
+                order = names[shift:] + names[:shift]
                 for name in order:
+                    if gap_ms:
+                        time.sleep(gap_ms / 1000)
                     t = time.perf_counter()
                     engines[name].search(q, top_k=10)
                     times[name].append((time.perf_counter() - t) * 1000)
@@ -96,10 +106,11 @@ def measure(
         "queries": len(queries),
         "rounds": rounds,
         "neighbour": neighbour,
+        "gap_ms": gap_ms,
         **{f"{n}_p50_ms": round(v, 2) for n, v in p50.items()},
         **{f"{n}_p95_ms": round(float(np.percentile(v, 95)), 2) for n, v in times.items()},
-        **{f"{n}_mean_ms": round(float(np.mean(times[n])), 2) for n in PIPELINES},
-        **{f"{n}_ratio_p50": round(p50[n] / p50["hybrid"], 3) for n in PIPELINES[1:]},
+        **{f"{n}_mean_ms": round(float(np.mean(times[n])), 2) for n in names},
+        **{f"{n}_ratio_p50": round(p50[n] / p50["hybrid"], 3) for n in names[1:]},
     }
 
 
@@ -117,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="time beside a second process multiplying torch matrices on two threads (benchmarks/threads.py)",
     )
+    ap.add_argument("--pipelines", nargs="+", choices=PIPELINES, default=list(PIPELINES), help="the engines timed")
+    ap.add_argument("--gap-ms", type=float, default=0.0, help="an untimed pause before each search")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     results = {}
@@ -130,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             toolbench_engine=args.toolbench_engine,
             threads=args.threads,
             neighbour=args.neighbour,
+            pipelines=args.pipelines,
+            gap_ms=args.gap_ms,
         )
         print(ds, json.dumps(results[ds]), flush=True)
     if args.out:

@@ -401,8 +401,9 @@ def _short(value: Any) -> str:
 
 
 def renumber(items: Sequence[ScoredTool]) -> list[ScoredTool]:
-    """Renumber ranks 1..n in the given order (stages reorder, then call this)."""
-    return [ScoredTool(s.tool, s.score, i, s.stage_scores) for i, s in enumerate(items, start=1)]
+    """Renumber ranks 1..n in the given order (stages reorder, then call this); a new list, in which a record
+    already at its rank is kept as it is (records are immutable)."""
+    return [s if s.rank == i else ScoredTool(s.tool, s.score, i, s.stage_scores) for i, s in enumerate(items, start=1)]
 
 
 def rerank(items: Sequence[ScoredTool]) -> list[ScoredTool]:

@@ -3,7 +3,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from tests._fuzz import FUZZ
 from toolrerank_plugins import Catalog, ConfigError, Engine, EngineConfig, ToolSpec
 from toolrerank_plugins.stages import Stage, StageSpec, StageType, register_stage_type
 from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
@@ -164,6 +167,37 @@ def test_bm25_over_a_catalog_of_stopwords_only_has_no_hits() -> None:
     r = BM25Retriever()
     r.index(["a"], ["the of and"])
     assert r.search(["the weather"], 3) == [[]]
+
+
+def test_bm25_ranks_equal_scores_in_catalog_order_and_drops_unmatched_apis() -> None:
+    from toolrerank_plugins.retrieval.bm25 import BM25Retriever
+
+    r = BM25Retriever()
+    ids = ["e", "d", "c", "b", "a"]  # ids out of alphabetical order: catalog order, not the ids', breaks ties
+    r.index(ids, ["weather report", "send email", "weather report", "weather report", "calendar"])
+    hits = r.search(["weather", "weather email", "nothing shared"], 10)
+    assert [h.id for h in hits[0]] == ["e", "c", "b"]
+    assert len({h.score for h in hits[0]}) == 1 and hits[0][0].score > 0
+    assert [h.id for h in hits[1]][1:] == ["e", "c", "b"] and hits[1][0].id == "d"  # 'email' is rarer
+    assert hits[2] == []
+    assert [h.id for h in r.search(["weather"], 2)[0]] == ["e", "c"]  # the cut keeps the first in catalog order
+
+
+@pytest.mark.fuzz
+@FUZZ
+@given(
+    scores=st.lists(st.sampled_from([0.0, 0.0, 0.5, 1.0, 1.5, 2.0, -1.0]), max_size=40),
+    k=st.integers(1, 45),
+)
+def test_top_positive_is_the_k_best_positive_scores_ties_in_row_order(scores: list[float], k: int) -> None:
+    import numpy as np
+
+    from toolrerank_plugins.retrieval.bm25 import top_positive
+
+    expected = sorted((i for i, v in enumerate(scores) if v > 0), key=lambda i: (-scores[i], i))[:k]
+    rows, values = top_positive(np.array(scores, dtype=np.float32), k)
+    assert rows == expected
+    assert values == [scores[i] for i in expected]
 
 
 class _AsyncReverse(_Reverse):

@@ -150,6 +150,35 @@ def test_side_by_side_encodes_split_the_threads_one_encode_would_take(one_spare:
     assert (halves, ones, long) == ((2, 2), (1, 1), (4, 0))
 
 
+def test_faiss_searches_one_vector_on_one_thread_and_restores_the_count(
+    one_spare: SpareThreads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One query vector: one OpenMP thread (a team of every thread is no faster for it, and its threads spin on
+    after the call on the core a spare thread needs); several: faiss's count, half of it beside another search;
+    the calling thread's count is restored after each search."""
+    faiss = pytest.importorskip("faiss")
+    from toolrerank_plugins.retrieval.dense import _search_threads
+
+    assert [_search_threads(n, 4, s) for n, s in ((1, False), (1, True), (3, False), (3, True))] == [1, 1, 4, 2]
+    assert _search_threads(3, 1, True) == 1
+    engine = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+    dense = engine.first_stage
+    vectors = FakeEmbedder().encode(["send an email", "weather forecast", "find a hotel"])
+    before = faiss.omp_get_max_threads()
+    seen: list[int] = []
+    search = type(dense._index).search
+
+    def recording(index: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(faiss.omp_get_max_threads())
+        return search(index, *args, **kwargs)
+
+    monkeypatch.setattr(type(dense._index), "search", recording)
+    one = dense.search_vectors(vectors[:1], 3)
+    many = dense.search_vectors(vectors, 3)
+    assert seen == [1, before] and faiss.omp_get_max_threads() == before
+    assert one == many[:1]
+
+
 _PIECES = [
     "send an email to Bob",
     "tell me the weather forecast",

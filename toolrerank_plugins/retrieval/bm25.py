@@ -10,6 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import ConfigDict, Field, field_validator
 
 from toolrerank_plugins._atomic import write_atomic
@@ -175,16 +176,11 @@ class BM25Retriever(FirstStage):
         if not ids or model is None:
             return [[] for _ in queries]
         k = min(depth, len(ids))
-        toks = self._tokenize(queries)
         out: list[list[Hit]] = []
-        # bm25s cannot score an empty query; such queries simply have no lexical hits.
-        nonempty = [i for i, t in enumerate(toks) if t]
-        res: dict[int, list[Hit]] = {i: [] for i in range(len(queries))}
-        if nonempty:
-            docs, scores = model.retrieve([toks[i] for i in nonempty], k=k, show_progress=False)
-            for qi, drow, srow in zip(nonempty, docs, scores):
-                res[qi] = [Hit(ids[int(d)], float(s)) for d, s in zip(drow, srow) if s > 0]
-        out = [res[i] for i in range(len(queries))]
+        for toks in self._tokenize(queries):
+            # bm25s cannot score an empty query; such queries simply have no lexical hits.
+            rows, scores = top_positive(model.get_scores(toks), k) if toks else ((), ())
+            out.append([Hit(ids[r], s) for r, s in zip(rows, scores)])
         return out
 
     def save(self, root: Path) -> None:
@@ -218,6 +214,27 @@ class BM25Retriever(FirstStage):
 _WORD = re.compile(r"\w+")
 # Word boundaries inside an identifier: lower->Upper (getWeather), UPPER->Upperlower (HTTPServer), letter<->digit.
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[^\W\d_])(?=\d)|(?<=\d)(?=[^\W\d_])")
+
+
+def top_positive(scores: np.ndarray, k: int) -> tuple[list[int], list[float]]:
+    """The rows of the ``k`` highest positive ``scores`` and their scores, best first; equal scores in row
+    (catalog) order, so a ranking does not depend on numpy's selection algorithm or its version.
+
+    Only the positive scores are selected from (BM25 gives 0 to a document without a shared word, and most
+    of a large catalog shares none), which makes this several times faster than a top-k over every row.
+
+    Example:
+        >>> top_positive(np.array([0.0, 2.0, 1.0, 2.0, 0.5]), 3)
+        ([1, 3, 2], [2.0, 2.0, 1.0])
+    """
+    rows = np.flatnonzero(scores > 0)
+    values = scores[rows]
+    if len(rows) > k:  # every row scoring at least the k-th best (ties at the cut included), then the order
+        cut = np.partition(values, len(values) - k)[len(values) - k]
+        keep = values >= cut
+        rows, values = rows[keep], values[keep]
+    order = np.lexsort((rows, -values))[:k]
+    return rows[order].tolist(), values[order].tolist()
 
 
 def split_identifier(token: str) -> list[str]:

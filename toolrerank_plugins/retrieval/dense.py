@@ -115,6 +115,19 @@ class _RecentQueries:
         return np.stack(found)  # type: ignore[arg-type]
 
 
+def _search_threads(n_vectors: int, threads: int, sharing: bool) -> int:
+    """The OpenMP threads faiss searches ``n_vectors`` query vectors with (``threads``: its count now).
+
+    One vector: one thread. faiss would otherwise open a team of every thread for it, which is no faster (a
+    47k-vector flat search took 3.4 ms on two threads, 2.8 ms on one, docs/benchmarks.md), and libgomp's
+    threads then spin for milliseconds after the call, on the core that a spare thread (or the next search,
+    or another process) needs. Several vectors beside another search (``sharing``): half, at least one.
+    """
+    if n_vectors <= 1:
+        return 1
+    return max(1, threads // 2) if sharing else threads
+
+
 class DenseRetriever(FirstStage):
     """Encodes API texts once, keeps the raw embeddings (the cache) and a faiss index over them.
 
@@ -403,10 +416,11 @@ class DenseRetriever(FirstStage):
             return [[] for _ in range(len(vectors))]
         k = min(depth, len(ids))
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        if sharing_cores():  # beside another search: half faiss's OpenMP threads (set per thread)
-            faiss = require("faiss")
-            before = faiss.omp_get_max_threads()
-            faiss.omp_set_num_threads(max(1, before // 2))
+        faiss = require("faiss")
+        before = faiss.omp_get_max_threads()
+        threads = _search_threads(len(vectors), before, sharing_cores())
+        if threads != before:  # set for this thread only (OpenMP keeps the count per thread), restored after
+            faiss.omp_set_num_threads(threads)
             try:
                 scores, rows = index.search(vectors, k)
             finally:

@@ -104,13 +104,26 @@ class HybridConfig(RenamedFieldsModel):
 
 def rrf_fuse(rankings: Sequence[tuple[Sequence[Hit], float]], *, rrf_k: int, top_k: int) -> list[Hit]:
     """Reciprocal-rank fusion of ``(hits, weight)`` rankings; ties keep first-seen order."""
+    scores = _rrf_scores(rankings, rrf_k)
+    return [Hit(tid, scores[tid]) for tid in _best(scores, top_k)]
+
+
+def _rrf_scores(rankings: Sequence[tuple[Sequence[Hit], float]], rrf_k: int) -> dict[str, float]:
+    """Each id's reciprocal-rank score (``weight / (rrf_k + rank)`` summed over the rankings), first-seen order."""
     scores: dict[str, float] = {}
+    get = scores.get
     for hits, weight in rankings:
         if weight == 0:
             continue
         for rank, hit in enumerate(hits, start=1):
-            scores[hit[0]] = scores.get(hit[0], 0.0) + weight / (rrf_k + rank)
-    return [Hit(tid, score) for tid, score in sorted(scores.items(), key=lambda kv: -kv[1])[:top_k]]
+            tid = hit[0]
+            scores[tid] = get(tid, 0.0) + weight / (rrf_k + rank)
+    return scores
+
+
+def _best(scores: dict[str, float], top_k: int) -> list[str]:
+    """The ``top_k`` ids of ``scores``, highest first; equal scores keep the dict's order (a stable sort)."""
+    return sorted(scores, key=scores.__getitem__, reverse=True)[:top_k]
 
 
 def score_fuse(
@@ -132,6 +145,16 @@ def score_fuse(
         >>> [h.id for h in score_fuse([(a, 1.0), (b, 1.0)], normalization="minmax", top_k=3)]
         ['y', 'x', 'z']
     """
+    scores = _normalised_scores(rankings, normalization, confidence_weighted)
+    return [Hit(t, scores[t]) for t in _best(scores, top_k)]
+
+
+def _normalised_scores(
+    rankings: Sequence[tuple[Sequence[Hit], float]],
+    normalization: Literal["minmax", "zscore"],
+    confidence_weighted: bool,
+) -> dict[str, float]:
+    """:func:`score_fuse`'s score of every id taking part, in first-seen order."""
     normalised: list[tuple[dict[str, float], float, float]] = []
     order: dict[str, None] = {}
     for hits, weight in rankings:
@@ -151,8 +174,13 @@ def score_fuse(
         normalised = [(m, floor, w * max(m.values())) for m, floor, w in normalised]
     total = sum(w for _, _, w in normalised)
     normalised = [(m, floor, w / total) for m, floor, w in normalised]
-    scores = {t: sum(w * m.get(t, floor) for m, floor, w in normalised) for t in order}
-    return [Hit(t, s) for t, s in sorted(scores.items(), key=lambda kv: -kv[1])[:top_k]]
+    if len(normalised) == 2:  # the usual two retrievers: the sum below, written out (the same additions)
+        (m0, f0, w0), (m1, f1, w1) = normalised
+        get0, get1 = m0.get, m1.get
+        scores = {t: 0.0 + w0 * get0(t, f0) + w1 * get1(t, f1) for t in order}
+    else:
+        scores = {t: sum(w * m.get(t, floor) for m, floor, w in normalised) for t in order}
+    return scores
 
 
 def shared_top(rankings: Sequence[tuple[Sequence[Hit], float]], depth: int) -> int:
@@ -193,10 +221,16 @@ def agreement_fuse(
     """
     if shared_top(rankings, depth) >= min_shared:
         return rrf_fuse(rankings, rrf_k=rrf_k, top_k=top_k)
-    full = max((len(hits) for hits, _ in rankings), default=0) * max(len(rankings), 1)
-    by_score = score_fuse(rankings, normalization="zscore", top_k=full, confidence_weighted=confidence_weighted)
-    by_rank = rrf_fuse(rankings, rrf_k=rrf_k, top_k=full)
-    return rrf_fuse([(by_score, 1.0), (by_rank, rrf_weight)], rrf_k=1, top_k=top_k)
+    # rrf_fuse([(z-score ranking, 1), (RRF ranking, rrf_weight)], rrf_k=1) over every id, without building the two
+    # rankings' hits: an id's rank r in a ranking adds weight / (1 + r)
+    by_score = _normalised_scores(rankings, "zscore", confidence_weighted)
+    by_rank = _rrf_scores(rankings, rrf_k)
+    merged = {t: 0.0 + 1.0 / rank for rank, t in enumerate(_best(by_score, len(by_score)), start=2)}
+    if rrf_weight != 0:
+        get = merged.get
+        for rank, t in enumerate(_best(by_rank, len(by_rank)), start=2):
+            merged[t] = get(t, 0.0) + rrf_weight / rank
+    return [Hit(t, merged[t]) for t in _best(merged, top_k)]
 
 
 class HybridRetriever(FirstStage):
@@ -445,8 +479,8 @@ class HybridRetriever(FirstStage):
             )
         else:
             fused = score_fuse(rankings, normalization=c.fusion, top_k=depth, confidence_weighted=c.confidence_weighted)
-        scores = {n: {h.id: h.score for h in hits} for n, hits in ranked.items()}
-        return [Hit(h.id, h.score, {n: m[h.id] for n, m in scores.items() if h.id in m}) for h in fused]
+        scores = [(n, {h[0]: h[1] for h in hits}) for n, hits in ranked.items()]
+        return [Hit(h[0], h[1], {n: m[h[0]] for n, m in scores if h[0] in m}) for h in fused]
 
     def embeddings_for(self, ids: Sequence[str]) -> np.ndarray | None:
         part = self._vector_part()
