@@ -148,11 +148,14 @@ def _get(config: Any, knob: str) -> Any:
 
 
 def _set(config: Any, setting: Mapping[str, Any]) -> Any:
-    data = config.model_dump()
+    """``config`` with each knob's section validated afresh with its value; the rest of the config is not
+    validated again here (its stages' parameters are checked when the engine builds them, with a ConfigError)."""
+    sections: dict[str, Any] = {}
     for knob, value in setting.items():
         section, key = knob.split(".")
-        data[section][key] = value
-    return type(config).model_validate(data)
+        part = sections.get(section, getattr(config, section))
+        sections[section] = type(part).model_validate({**part.model_dump(), key: value})
+    return config.model_copy(update=sections)
 
 
 def make_part(config: Any, name: str, catalog: Catalog, embedder: Any, cache: dict[str, Any] | None) -> FirstStage:
