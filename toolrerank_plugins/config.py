@@ -44,7 +44,7 @@ AutoTuneKnob = Literal["hybrid.fusion", "bm25.stemmer"]
 
 
 def _default_auto_tune() -> list[AutoTuneKnob]:
-    return []
+    return ["bm25.stemmer"]
 
 
 def _default_stages() -> list[StageSpec]:
@@ -163,12 +163,13 @@ def _section_model(name: str) -> type[BaseModel] | None:
 #: of :mod:`~toolrerank_plugins.pipelines`, ``Engine.build(catalog)``, ``toolrerank index/eval/demo`` without
 #: ``--pipeline`` and both adapters' constructors without a config. Zero training and no LLM; every part passes the
 #: transfer rule with the others (docs/benchmarks.md, "Does the default transfer?"; the parts that fail it —
-#: identifier splitting, stemming, the action verbs, the split at "and" before a verb, ``tool_evidence`` — are
-#: options): plain BM25 and dense retrieval, hybrid fusion chosen per query by the retrievers' agreement
-#: (reciprocal-rank fusion where their top 5 share two or more hits, else leaning on the one whose best match stands
-#: out; ``benchmarks/fusion_choice.py``), each request of a multi-request message retrieved on its own
-#: (``multi_intent``, with ``named_tools``), and the dependency graph's prerequisites of the two leading results
-#: (``tgr``: declared edges and typed-id schema edges only, no graph convolution; settings chosen by
+#: identifier splitting, stemming everywhere, the action verbs, the split at "and" before a verb, ``tool_evidence``
+#: — are options): plain BM25 words, English stemming only where the catalog's own pseudo-requests rank better with
+#: it (``auto_tune``, chosen at build without labels), dense retrieval, hybrid fusion chosen per query by the
+#: retrievers' agreement (reciprocal-rank fusion where their top 5 share two or more hits, else leaning on the one
+#: whose best match stands out; ``benchmarks/fusion_choice.py``), each request of a multi-request message retrieved
+#: on its own (``multi_intent``, with ``named_tools``), and the dependency graph's prerequisites of the two leading
+#: results (``tgr``: declared edges and typed-id schema edges only, no graph convolution; settings chosen by
 #: cross-validation in docs/benchmarks/tgr_closure.md).
 #: The field defaults of :class:`EngineConfig`, ``BM25Config`` and ``HybridConfig`` are these values (a test checks).
 DEFAULT_PIPELINE: Mapping[str, Any] = {
@@ -176,7 +177,7 @@ DEFAULT_PIPELINE: Mapping[str, Any] = {
     "bm25": {"tokenizer": "plain", "stemmer": None},
     "hybrid": {"fusion": "agreement", "confidence_weighted": True},
     "stages": list(DEFAULT_STAGES),
-    "auto_tune": [],
+    "auto_tune": ["bm25.stemmer"],
 }
 
 #: The default with each request of a multi-request message matched by BM25 alone (``requests_by="lexical"``): the

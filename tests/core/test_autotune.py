@@ -58,7 +58,9 @@ def test_a_value_the_user_chose_is_not_tuned() -> None:
         built.append(name)
         return _Ranks(True, requests)
 
-    assert EngineConfig().auto_tune == []  # off by default: neither knob passes the transfer rule (issue 29)
+    # the stemmer is tuned by default (it passes the transfer rule, issue 29), the fusion is not
+    assert EngineConfig().auto_tune == ["bm25.stemmer"]
+    assert choose(EngineConfig(bm25={"stemmer": "english"}), catalog, make)[1].chosen == {} and built == []
     mine = EngineConfig(hybrid={"fusion": "rrf"}, auto_tune=["hybrid.fusion"])
     kept, report = choose(mine, catalog, make)
     assert kept.hybrid.fusion == "rrf" and report.chosen == {} and built == []

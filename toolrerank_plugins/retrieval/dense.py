@@ -118,10 +118,11 @@ class _RecentQueries:
 def _search_threads(n_vectors: int, threads: int, sharing: bool) -> int:
     """The OpenMP threads faiss searches ``n_vectors`` query vectors with (``threads``: its count now).
 
-    One vector: one thread. faiss would otherwise open a team of every thread for it, which is no faster (a
-    47k-vector flat search took 3.4 ms on two threads, 2.8 ms on one, docs/benchmarks.md), and libgomp's
-    threads then spin for milliseconds after the call, on the core that a spare thread (or the next search,
-    or another process) needs. Several vectors beside another search (``sharing``): half, at least one.
+    One vector: one thread. faiss would otherwise open a team of every thread for it, which is no faster (over
+    the 47k ToolBench vectors 2.9 ms on two threads, 2.3 ms on one; ``benchmarks/faiss_one_vector.py``), and
+    libgomp's threads then spin for milliseconds after the call (11.0 ms of CPU per search on two threads, 2.4 on
+    one), on the core that a spare thread (or the next search, or another process) needs. Several vectors beside
+    another search (``sharing``): half, at least one.
     """
     if n_vectors <= 1:
         return 1

@@ -1,0 +1,91 @@
+"""A single query vector on faiss: one OpenMP thread against faiss's default team, wall time and CPU time.
+
+faiss opens a team of every OpenMP thread for a search, even for one query vector, and libgomp's threads spin
+for a while after the call (its default wait policy). This script times searches of one vector (and of three,
+the batch a multi-request message makes without the spare thread) over a flat inner-product index, with a pause
+after each (as between an agent's searches), and reads the process's CPU time: what the spinning costs the other
+cores. ``DenseRetriever.search_vectors`` searches one vector on one thread because of it (docs/benchmarks.md, "The
+default at hybrid's cost?").
+
+Usage::
+
+    python benchmarks/faiss_one_vector.py --vectors 47427 --dim 384 --searches 200
+    python benchmarks/faiss_one_vector.py --engine runs/engines/toolbench-hybrid   # a saved engine's vectors
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def measure(raw: np.ndarray, *, searches: int, pause_ms: float, k: int = 100) -> list[dict[str, float]]:
+    import faiss
+
+    index = faiss.IndexFlatIP(raw.shape[1])
+    index.add(raw)
+    rng = np.random.default_rng(0)
+    queries = raw[rng.integers(0, len(raw), 3 * searches)]
+    most = faiss.omp_get_max_threads()
+    rows = []
+    for nq in (1, 3):
+        for threads in sorted({1, most}):
+            faiss.omp_set_num_threads(threads)
+            index.search(queries[:nq], k)  # warm-up
+            walls = []
+            cpu0 = _cpu()
+            for i in range(searches):
+                t = time.perf_counter()
+                index.search(queries[i * nq : (i + 1) * nq], k)
+                walls.append((time.perf_counter() - t) * 1000)
+                time.sleep(pause_ms / 1000)
+            cpu = (_cpu() - cpu0) * 1000 / searches
+            rows.append(
+                {
+                    "vectors_per_search": nq,
+                    "threads": threads,
+                    "search_p50_ms": round(float(np.percentile(walls, 50)), 2),
+                    "cpu_ms_per_search": round(cpu, 2),
+                }
+            )
+    faiss.omp_set_num_threads(most)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--engine", type=Path, help="a saved engine folder: its dense vectors (else random ones)")
+    ap.add_argument("--vectors", type=int, default=47_427)
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--searches", type=int, default=200)
+    ap.add_argument("--pause-ms", type=float, default=5.0, help="an untimed pause after each search")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    if args.engine:
+        from toolrerank_plugins.engine import Engine
+
+        raw = np.stack(list(Engine.load(args.engine).first_stage.embedding_cache().values())).astype(np.float32)
+    else:
+        raw = np.random.default_rng(0).standard_normal((args.vectors, args.dim)).astype(np.float32)
+        raw /= np.linalg.norm(raw, axis=1, keepdims=True)
+    rows = measure(np.ascontiguousarray(raw), searches=args.searches, pause_ms=args.pause_ms)
+    for row in rows:
+        print(json.dumps(row))
+    if args.out:
+        args.out.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
