@@ -90,7 +90,7 @@ class EngineConfig(RenamedFieldsModel):
         True,
         description="encode and search a multi-request message's requests (multi_intent) on a spare thread while "
         "the calling thread does the message, when the process may use two CPUs or more and a spare thread is "
-        "free (another search may hold it); the same results. ToolBench: 1.29x hybrid's p50 instead of 1.72x with "
+        "free (another search may hold it); the same results. ToolBench: 1.17x hybrid's p50 instead of 1.64x with "
         "one torch thread (docs/benchmarks.md, 'The default at hybrid's cost?'). False: every search on its "
         "calling thread alone",
     )

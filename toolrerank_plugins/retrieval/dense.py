@@ -9,7 +9,8 @@ import logging
 import threading
 import tokenize
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -127,6 +128,20 @@ def _search_threads(n_vectors: int, threads: int, sharing: bool) -> int:
     if n_vectors <= 1:
         return 1
     return max(1, threads // 2) if sharing else threads
+
+
+@contextmanager
+def _faiss_threads(faiss: Any, n: int, before: int) -> Iterator[None]:
+    """faiss's OpenMP threads set to ``n`` for the block, then back to ``before`` (the count now); for this thread
+    only (OpenMP keeps the count per thread)."""
+    if n == before:
+        yield
+        return
+    faiss.omp_set_num_threads(n)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 class DenseRetriever(FirstStage):
@@ -379,14 +394,14 @@ class DenseRetriever(FirstStage):
         lexical part)."""
         if not queries:
             return [], []
+        side = None if pooled else self.search_side_by_side(queries, parts, depth)
+        if side is not None:
+            return side
         counts = [len(ps) for ps in parts]
         flat = [p for ps in parts for p in ps]
         own = [i for i, n in enumerate(counts) if not (pooled and n)]  # queries encoded themselves
         own_vec: np.ndarray | None
         part_vec: np.ndarray | None
-        side = None if pooled else self.search_side_by_side(queries, parts, depth)
-        if side is not None:
-            return side
         if own and flat and getattr(self.embedder, "packs_texts", False):
             both = self.encode_queries([*(queries[i] for i in own), *flat])
             own_vec, part_vec = both[: len(own)], both[len(own) :]
@@ -419,14 +434,7 @@ class DenseRetriever(FirstStage):
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         faiss = require("faiss")
         before = faiss.omp_get_max_threads()
-        threads = _search_threads(len(vectors), before, sharing_cores())
-        if threads != before:  # set for this thread only (OpenMP keeps the count per thread), restored after
-            faiss.omp_set_num_threads(threads)
-            try:
-                scores, rows = index.search(vectors, k)
-            finally:
-                faiss.omp_set_num_threads(before)
-        else:
+        with _faiss_threads(faiss, _search_threads(len(vectors), before, sharing_cores()), before):
             scores, rows = index.search(vectors, k)
         return [[Hit(ids[r], float(s)) for r, s in zip(row_r, row_s) if r >= 0] for row_r, row_s in zip(rows, scores)]
 
