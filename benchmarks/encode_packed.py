@@ -104,6 +104,8 @@ def main() -> int:
     results: dict[str, Any] = {}
     for threads in args.threads:
         torch.set_num_threads(threads)
+        # every call on this many threads (the embedder otherwise picks a short call's threads itself, by speed)
+        embedder.torch_threads = threads
         for ds in args.datasets:
             key = f"{ds}, {threads} thread{'s' if threads > 1 else ''}"
             results[key] = measure(embedder, messages(args.data, ds), args.rounds)
