@@ -21,19 +21,17 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import logging
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from default_pipeline import bootstrap  # noqa: E402
-from transfer import add_catalog_args, decide_where_it_acts, measure_catalogs  # noqa: E402
+from knob_choice import choose, measure, settings_table  # noqa: E402
+from transfer import add_catalog_args  # noqa: E402
 
 from toolrerank_plugins import EngineConfig  # noqa: E402
 from toolrerank_plugins.pipelines import pipeline_config  # noqa: E402
@@ -58,34 +56,16 @@ def candidates() -> dict[str, EngineConfig]:
     return out
 
 
-def effect(results: Mapping[str, Any], catalog: str, label: str, against: str) -> float:
-    r = results[catalog]["recall@5"]
-    return 100 * (float(np.mean(r[label])) - float(np.mean(r[against])))
-
-
 def choose_without(results: Mapping[str, Any], held_out: str, labels: list[str]) -> str:
-    """The setting the transfer rule (``transfer.decide_where_it_acts``, against reciprocal-rank fusion) keeps on
-    the catalogs other than ``held_out``; among those, the largest mean gain; ``"rrf"`` (the part off) when the
-    rule keeps none."""
-    others = [c for c in results if c != held_out]
-
-    def key(label: str) -> tuple[bool, float]:
-        effects = {c: effect(results, c, label, "rrf") for c in others}
-        acts = {c: results[c]["recall@5"][label] != results[c]["recall@5"]["rrf"] for c in others}
-        return (decide_where_it_acts(effects, acts), float(np.mean(list(effects.values()))))
-
-    keys = {label: key(label) for label in labels}
-    best = max(labels, key=keys.__getitem__)
-    return best if keys[best][0] else "rrf"
+    """The setting the transfer rule (against reciprocal-rank fusion) keeps on the catalogs other than
+    ``held_out``; among those, the largest mean gain; ``"rrf"`` (the part off) when the rule keeps none."""
+    return choose(results, [c for c in results if c != held_out], labels, "rrf")
 
 
 def markdown(results: Mapping[str, Any]) -> str:
     cats = list(results)
     labels = list(next(iter(results.values()))["recall@5"])
-    lines = ["| setting | " + " | ".join(cats) + " |", "|---|" + "---|" * len(cats)]
-    for label in labels:
-        cells = [f"{100 * np.mean(results[c]['recall@5'][label]):.1f}" for c in cats]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines = settings_table(results)
     agreement = [x for x in labels if x.startswith("ag_")]
     lines += ["", "| held-out catalog | chosen without it | vs RRF | vs z-score |", "|---|---|---|---|"]
     for c in cats:
@@ -104,17 +84,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    cfgs = candidates()
-    previous = json.loads(args.out.read_text()) if args.out and args.out.exists() else {}
-    results: dict[str, Any] = {}
-
-    def save() -> None:
-        if args.out:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(results))
-
-    measure_catalogs(args, cfgs, results, previous, save, max_queries=args.max_queries)
-    print(markdown(results))
+    print(markdown(measure(args, candidates())))
 
 
 if __name__ == "__main__":

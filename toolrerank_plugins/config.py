@@ -90,7 +90,7 @@ class EngineConfig(RenamedFieldsModel):
         True,
         description="encode and search a multi-request message's requests (multi_intent) on a spare thread while "
         "the calling thread does the message, when the process may use two CPUs or more and a spare thread is "
-        "free (another search may hold it); the same results. ToolBench: 1.17x hybrid's p50 instead of 1.64x with "
+        "free (another search may hold it); the same results. ToolBench: 1.16x hybrid's p50 instead of 1.66x with "
         "one torch thread (docs/benchmarks.md, 'The default at hybrid's cost?'). False: every search on its "
         "calling thread alone",
     )
@@ -166,7 +166,7 @@ def _section_model(name: str) -> type[BaseModel] | None:
 #: identifier splitting, stemming everywhere, the action verbs, the split at "and" before a verb, ``tool_evidence``
 #: — are options): plain BM25 words, English stemming only where the catalog's own pseudo-requests rank better with
 #: it (``auto_tune``, chosen at build without labels), dense retrieval, hybrid fusion chosen per query by the
-#: retrievers' agreement (reciprocal-rank fusion where their top 5 share two or more hits, else leaning on the one
+#: retrievers' agreement (reciprocal-rank fusion where their top 5 share three or more hits, else leaning on the one
 #: whose best match stands out; ``benchmarks/fusion_choice.py``), each request of a multi-request message retrieved
 #: on its own (``multi_intent``, with ``named_tools``), and the dependency graph's prerequisites of the two leading
 #: results (``tgr``: declared edges and typed-id schema edges only, no graph convolution; settings chosen by
