@@ -373,11 +373,12 @@ class ScoredTool:
     def id(self) -> str:
         return self.tool.id
 
-    def with_stage(self, stage: str, score: float, *, final: bool = True) -> ScoredTool:
-        """Copy with ``stage``'s score recorded (and made the final score when ``final``)."""
+    def with_stage(self, stage: str, score: float, *, final: bool = True, rank: int | None = None) -> ScoredTool:
+        """Copy with ``stage``'s score recorded (and made the final score when ``final``), at ``rank`` if given
+        (a stage that reorders then needs no :func:`renumber`)."""
         scores = dict(self.stage_scores)
         scores[stage] = float(score)
-        return ScoredTool(self.tool, float(score) if final else self.score, self.rank, scores)
+        return ScoredTool(self.tool, float(score) if final else self.score, self.rank if rank is None else rank, scores)
 
     def to_dict(self) -> dict[str, Any]:
         return {

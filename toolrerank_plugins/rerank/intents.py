@@ -545,10 +545,7 @@ class MultiIntentStage(Stage):
                 scores[st.id] = scores.get(st.id, 0.0) + weight / (c.rrf_k + rank)
                 items.setdefault(st.id, st)
         order = sorted(scores, key=lambda t: -scores[t])[:depth]  # stable: ties keep first-seen order
-        return [  # ranked and scored in one step (what renumber(with_stage(...)) would give)
-            ScoredTool(items[t].tool, scores[t], i, {**items[t].stage_scores, self.name: scores[t]})
-            for i, t in enumerate(order, start=1)
-        ]
+        return [items[t].with_stage(self.name, scores[t], rank=i) for i, t in enumerate(order, start=1)]
 
 
 STAGE_TYPE = StageType(MultiIntentConfig, lambda cfg, ctx, path: MultiIntentStage(cfg))
