@@ -16,6 +16,7 @@ queue work behind other searches. A forked child makes its own threads (a parent
 from __future__ import annotations
 
 import contextvars
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -30,6 +31,8 @@ __all__ = [
     "sharing_cores",
     "spare_threads",
     "spare_threads_allowed",
+    "threads_beside",
+    "usable_cores",
     "usable_cpus",
 ]
 
@@ -43,6 +46,42 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
         return os.cpu_count() or 1
+
+
+@functools.cache
+def usable_cores() -> int | None:
+    """The physical cores among the CPUs this process may run on (a core's hyperthreads counted once), where
+    Linux's sysfs tells them; None where it does not (other systems). Read once per process."""
+    try:
+        cpus = os.sched_getaffinity(0)
+    except (AttributeError, OSError):  # not on Linux
+        return None
+    cores = set()
+    for cpu in cpus:
+        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        try:
+            with open(f"{topology}/physical_package_id") as package, open(f"{topology}/core_id") as core:
+                cores.add((package.read().strip(), core.read().strip()))
+        except OSError:  # no topology (some containers): unknown
+            return None
+    return len(cores) or None
+
+
+def threads_beside(alone: int) -> int:
+    """The threads a native pool takes in one half of :func:`side_by_side` where alone it would take ``alone``.
+
+    As many as alone when the process has a physical core for each thread of both halves (four cores and two
+    threads each); else half of them, and at least one, so the two halves do not wait for each other's cores (two
+    cores: one each). Where the physical cores are not known (:func:`usable_cores` None), half.
+
+    Example:
+        >>> threads_beside(1)
+        1
+    """
+    cores = usable_cores()
+    if cores is not None and 2 * alone <= cores:
+        return max(1, alone)
+    return max(1, alone // 2)
 
 
 class SpareThreads:
@@ -157,6 +196,6 @@ def side_by_side(mine: Callable[[], T], other: Callable[[], U]) -> tuple[T, U] |
 
 def sharing_cores() -> bool:
     """Whether this thread runs one half of :func:`side_by_side`: native thread pools (torch's intra-op
-    threads, faiss's OpenMP) should then take half the threads they would take alone, and at least one, so the
-    two halves do not wait for each other's cores."""
+    threads, faiss's OpenMP) should then take :func:`threads_beside` their count alone, so the two halves do not
+    wait for each other's cores."""
     return _SHARING.get()

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from toolrerank_plugins._extras import require
-from toolrerank_plugins._workers import sharing_cores
+from toolrerank_plugins._workers import sharing_cores, threads_beside
 from toolrerank_plugins.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -392,7 +392,7 @@ class SentenceTransformerEmbedder:
         """The intra-op threads an encode of ``n_texts`` texts runs with (None: torch's count, unchanged)."""
         on_cpu = str(getattr(self._model, "device", "cpu")).startswith("cpu")
         if on_cpu and n_texts <= SHORT_CALL_TEXTS and sharing_cores():  # one of two encodes side by side
-            return max(1, (self.torch_threads or require("torch").get_num_threads()) // 2)
+            return threads_beside(self.torch_threads or require("torch").get_num_threads())
         if self.torch_threads:
             return self.torch_threads
         if not on_cpu or n_texts > SHORT_CALL_TEXTS:

@@ -139,7 +139,43 @@ def test_a_message_without_requests_never_uses_the_spare_thread(one_spare: Spare
     assert emb.threads[before:] == [threading.current_thread().name]
 
 
-def test_side_by_side_encodes_split_the_threads_one_encode_would_take(one_spare: SpareThreads) -> None:
+@pytest.fixture
+def two_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two physical cores, whatever the machine has."""
+    monkeypatch.setattr(_workers, "usable_cores", lambda: 2)
+
+
+@pytest.mark.parametrize(
+    ("cores", "alone", "beside"),
+    [
+        (2, 1, 1),  # this machine, one torch thread: one each
+        (2, 2, 1),  # two threads on two cores: the halves split them
+        (4, 2, 2),  # four cores: each half keeps its two threads
+        (4, 4, 2),
+        (3, 2, 1),  # not a core for every thread of both halves: half
+        (16, 16, 8),
+        (8, 1, 1),
+        (None, 2, 1),  # cores unknown (not Linux): half, as on two cores
+        (None, 8, 4),
+        (None, 1, 1),
+    ],
+)
+def test_each_half_keeps_its_threads_only_where_both_have_cores(
+    monkeypatch: pytest.MonkeyPatch, cores: int | None, alone: int, beside: int
+) -> None:
+    monkeypatch.setattr(_workers, "usable_cores", lambda: cores)
+    assert _workers.threads_beside(alone) == beside
+
+
+def test_usable_cores_counts_a_cores_hyperthreads_once() -> None:
+    cores = _workers.usable_cores()
+    cpus = _workers.usable_cpus()
+    if cores is None:  # no sysfs topology here: nothing to count
+        pytest.skip("this system does not tell its physical cores")
+    assert 1 <= cores <= cpus
+
+
+def test_side_by_side_encodes_split_the_threads_one_encode_would_take(one_spare: SpareThreads, two_cores: None) -> None:
     emb = SentenceTransformerEmbedder("default", torch_threads=4)  # the model is not loaded for this
     single = SentenceTransformerEmbedder("default", torch_threads=1)
     assert emb.threads_for(3) == 4
@@ -151,7 +187,7 @@ def test_side_by_side_encodes_split_the_threads_one_encode_would_take(one_spare:
 
 
 def test_faiss_searches_one_vector_on_one_thread_and_restores_the_count(
-    one_spare: SpareThreads, monkeypatch: pytest.MonkeyPatch
+    one_spare: SpareThreads, two_cores: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One query vector: one OpenMP thread (a team of every thread is no faster for it, and its threads spin on
     after the call on the core a spare thread needs); several: faiss's count, half of it beside another search;

@@ -220,8 +220,8 @@ class FirstStage(ABC):
         is free (``toolrerank_plugins._workers``). A first stage whose search is mostly native work that leaves
         Python's lock (an encoder, faiss) calls it first in :meth:`search_with_parts` (dense does; hybrid sends only
         its vector part's search there): a multi-request message then takes about the longer of the two searches
-        instead of both; each side's encoder and faiss take half the threads one search would (see
-        ``_workers.sharing_cores``)."""
+        instead of both; each side's encoder and faiss take the threads one search would where the process has cores
+        for both, else half of them (see ``_workers.threads_beside``)."""
         flat = [p for ps in parts for p in ps]
         if not flat:
             return None

@@ -20,7 +20,7 @@ from pydantic import ConfigDict, Field
 from toolrerank_plugins._atomic import npy_bytes, write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
-from toolrerank_plugins._workers import sharing_cores
+from toolrerank_plugins._workers import sharing_cores, threads_beside
 from toolrerank_plugins.encoders import Embedder, SentenceTransformerEmbedder
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit, split_by_counts
@@ -123,11 +123,12 @@ def _search_threads(n_vectors: int, threads: int, sharing: bool) -> int:
     the 47k ToolBench vectors 2.9 ms on two threads, 2.3 ms on one; ``benchmarks/faiss_one_vector.py``), and
     libgomp's threads then spin for milliseconds after the call (11.0 ms of CPU per search on two threads, 2.4 on
     one), on the core that a spare thread (or the next search, or another process) needs. Several vectors beside
-    another search (``sharing``): half, at least one.
+    another search (``sharing``): :func:`~toolrerank_plugins._workers.threads_beside` the count (half on two
+    cores).
     """
     if n_vectors <= 1:
         return 1
-    return max(1, threads // 2) if sharing else threads
+    return threads_beside(threads) if sharing else threads
 
 
 @contextmanager
