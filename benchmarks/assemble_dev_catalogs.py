@@ -10,11 +10,17 @@ packages and commands of ``benchmarks/mcp_queries.json``, installed into the env
 ``BIN``; a separate one, they are not our dependencies), with the requests of that file (ours, written from the
 tools' names and descriptions before any ranking was looked at).
 
+``--npm-mcp BIN`` assembles ``npm-mcp`` the same way from ``benchmarks/mcp_npm_queries.json``: 241 tools of 21
+real MCP servers from npm (installed with ``npm install`` into a folder of their own; ``BIN`` is its
+``node_modules/.bin``), several of which serve alike tools (two file servers, two browsers, five web searches).
+
 Usage::
 
     python benchmarks/assemble_dev_catalogs.py SPEC... --out runs/dev-catalogs
     python -m venv OUT/mcpvenv && OUT/mcpvenv/bin/pip install mcp-server-git==2026.10.19 ...  # the file's packages
     python benchmarks/assemble_dev_catalogs.py --mcp OUT/mcpvenv/bin --out runs/dev-catalogs
+    (cd OUT/mcpnpm && npm install --ignore-scripts @modelcontextprotocol/server-github@2025.4.8 ...)
+    python benchmarks/assemble_dev_catalogs.py --npm-mcp OUT/mcpnpm/node_modules/.bin --out runs/dev-catalogs
 """
 
 from __future__ import annotations
@@ -39,8 +45,14 @@ def _write_queries(folder: Path, requests: list[tuple[str, list[str]]]) -> None:
     """``queries.jsonl`` of ``folder``: each (request, relevant ids) a dev query ``<folder name>/<n>``."""
     with (folder / "queries.jsonl").open("w", encoding="utf-8") as fh:
         for n, (query, relevant) in enumerate(requests):
-            record = {"id": f"{folder.name}/{n}", "query": query, "relevant": sorted(relevant), "split": "dev",
-                      "group": None, "calls": None}
+            record = {
+                "id": f"{folder.name}/{n}",
+                "query": query,
+                "relevant": sorted(relevant),
+                "split": "dev",
+                "group": None,
+                "calls": None,
+            }
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
@@ -65,7 +77,7 @@ def assemble(spec: Path, out_root: Path) -> Path:
     return folder
 
 
-async def _mcp_tools(bin_dir: Path, servers: dict[str, Any]) -> list[Any]:
+async def _mcp_tools(bin_dir: Path, servers: dict[str, Any], env: dict[str, str]) -> list[Any]:
     from contextlib import AsyncExitStack
 
     import anyio
@@ -75,9 +87,10 @@ async def _mcp_tools(bin_dir: Path, servers: dict[str, Any]) -> list[Any]:
 
     specs: list[Any] = []
     for name, server in servers.items():
-        command, *args = server["command"]
-        params = StdioServerParameters(command=str(bin_dir / command), args=args, env={**os.environ})
         async with AsyncExitStack() as stack:
+            folder = stack.enter_context(tempfile.TemporaryDirectory())  # '{folder}': an empty folder to serve
+            command, *args = (part.replace("{folder}", folder) for part in server["command"])
+            params = StdioServerParameters(command=str(bin_dir / command), args=args, env={**os.environ, **env})
             errlog = stack.enter_context(tempfile.TemporaryFile("w+"))
             read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
             session = await stack.enter_async_context(ClientSession(read, write))
@@ -89,23 +102,28 @@ async def _mcp_tools(bin_dir: Path, servers: dict[str, Any]) -> list[Any]:
     return specs
 
 
-def assemble_mcp(bin_dir: Path, out_root: Path) -> Path:
+def assemble_mcp(
+    bin_dir: Path, out_root: Path, *, table_name: str = "mcp_queries.json", name: str = "pypi-mcp"
+) -> Path:
+    """The catalog ``out_root/name`` of the servers of ``benchmarks/table_name`` (their commands in ``bin_dir``),
+    with that file's requests."""
     import anyio
 
     from toolrerank_plugins.loaders.jsonl import write_tools_jsonl
 
-    table = json.loads((HERE / "mcp_queries.json").read_text(encoding="utf-8"))
-    specs = anyio.run(_mcp_tools, bin_dir, table["servers"])
+    table = json.loads((HERE / table_name).read_text(encoding="utf-8"))
+    specs = anyio.run(_mcp_tools, bin_dir, table["servers"], table.get("env", {}))
     ids = {s.id for s in specs}
-    folder = out_root / "pypi-mcp"
+    folder = out_root / name
     folder.mkdir(parents=True, exist_ok=True)
     write_tools_jsonl(specs, folder / "tools.jsonl")
     missing = [t for q in table["queries"] for t in q["expected"] if t not in ids]
     if missing:
-        raise SystemExit(f"mcp_queries.json: {missing} not served (check the packages' versions)")
+        raise SystemExit(f"{table_name}: {missing} not served (check the packages' versions)")
     _write_queries(folder, [(q["query"], q["expected"]) for q in table["queries"]])
     packages = ", ".join(s["package"] for s in table["servers"].values())
-    (folder / "README.md").write_text(f"Assembled by benchmarks/assemble_dev_catalogs.py --mcp from {packages}.\n")
+    about = f"Assembled by benchmarks/assemble_dev_catalogs.py from {table_name}: {packages}.\n"
+    (folder / "README.md").write_text(about)
     return folder
 
 
@@ -113,6 +131,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("specs", nargs="*", type=Path)
     ap.add_argument("--mcp", type=Path, metavar="BIN", help="the scripts folder of an environment with the MCP servers")
+    ap.add_argument("--npm-mcp", type=Path, metavar="BIN", help="the node_modules/.bin folder of the npm MCP servers")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     logging.basicConfig(level=logging.ERROR)
@@ -120,6 +139,8 @@ def main() -> None:
         print(assemble(spec, args.out))
     if args.mcp:
         print(assemble_mcp(args.mcp, args.out))
+    if args.npm_mcp:
+        print(assemble_mcp(args.npm_mcp, args.out, table_name="mcp_npm_queries.json", name="npm-mcp"))
 
 
 if __name__ == "__main__":

@@ -8,13 +8,23 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-def test_mcp_requests_name_tools_of_pinned_servers() -> None:
-    table = json.loads((BENCHMARKS / "mcp_queries.json").read_text(encoding="utf-8"))
+PINNED = {  # a PyPI requirement pinned with ==; an npm package (scoped or not) pinned with @
+    "mcp_queries.json": r"[\w.-]+==[\w.]+",
+    "mcp_npm_queries.json": r"(@[\w.-]+/)?[\w.-]+@\d+(\.\d+)*",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_mcp_requests_name_tools_of_pinned_servers(name: str) -> None:
+    table = json.loads((BENCHMARKS / name).read_text(encoding="utf-8"))
     servers = table["servers"]
-    assert servers and all(re.fullmatch(r"[\w.-]+==[\w.]+", s["package"]) for s in servers.values())
+    assert servers and all(re.fullmatch(PINNED[name], s["package"]) for s in servers.values())
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in table.get("env", {}).items())
     assert all(s["command"] and all(isinstance(part, str) for part in s["command"]) for s in servers.values())
     queries = table["queries"]
     assert len({q["query"] for q in queries}) == len(queries) >= 40
