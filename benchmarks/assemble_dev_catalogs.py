@@ -12,7 +12,8 @@ tools' names and descriptions before any ranking was looked at).
 
 ``--npm-mcp BIN`` assembles ``npm-mcp`` the same way from ``benchmarks/mcp_npm_queries.json``: 241 tools of 21
 real MCP servers from npm (installed with ``npm install`` into a folder of their own; ``BIN`` is its
-``node_modules/.bin``), several of which serve alike tools (two file servers, two browsers, five web searches).
+``node_modules/.bin``), several of which serve alike tools (two file servers, two browsers, five web searches);
+and ``npm-mcp-tasks``: the same tools with that file's ``tasks``, longer requests of several steps.
 
 Usage::
 
@@ -117,13 +118,19 @@ def assemble_mcp(
     folder = out_root / name
     folder.mkdir(parents=True, exist_ok=True)
     write_tools_jsonl(specs, folder / "tools.jsonl")
-    missing = [t for q in table["queries"] for t in q["expected"] if t not in ids]
+    missing = [t for key in ("queries", "tasks") for q in table.get(key, ()) for t in q["expected"] if t not in ids]
     if missing:
         raise SystemExit(f"{table_name}: {missing} not served (check the packages' versions)")
-    _write_queries(folder, [(q["query"], q["expected"]) for q in table["queries"]])
     packages = ", ".join(s["package"] for s in table["servers"].values())
     about = f"Assembled by benchmarks/assemble_dev_catalogs.py from {table_name}: {packages}.\n"
+    _write_queries(folder, [(q["query"], q["expected"]) for q in table["queries"]])
     (folder / "README.md").write_text(about)
+    if table.get("tasks"):  # the same tools, asked for by the file's longer, several-step tasks
+        tasks = out_root / f"{name}-tasks"
+        tasks.mkdir(parents=True, exist_ok=True)
+        write_tools_jsonl(specs, tasks / "tools.jsonl")
+        _write_queries(tasks, [(q["query"], q["expected"]) for q in table["tasks"]])
+        (tasks / "README.md").write_text(about.replace(".\n", " (its tasks).\n"))
     return folder
 
 

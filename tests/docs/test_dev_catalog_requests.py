@@ -26,8 +26,9 @@ def test_mcp_requests_name_tools_of_pinned_servers(name: str) -> None:
     assert servers and all(re.fullmatch(PINNED[name], s["package"]) for s in servers.values())
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in table.get("env", {}).items())
     assert all(s["command"] and all(isinstance(part, str) for part in s["command"]) for s in servers.values())
-    queries = table["queries"]
-    assert len({q["query"] for q in queries}) == len(queries) >= 40
+    assert len({q["query"] for q in table["queries"]}) == len(table["queries"]) >= 40
+    queries = [*table["queries"], *table.get("tasks", ())]
+    assert len({q["query"] for q in queries}) == len(queries)
     for q in queries:
         assert q["query"].strip() and q["expected"], q
         assert len(set(q["expected"])) == len(q["expected"]), q
