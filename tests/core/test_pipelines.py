@@ -75,8 +75,8 @@ def test_every_preset_resolves_in_a_fresh_interpreter_without_the_cli() -> None:
     assert fast["stages"][0] == {
         **default["stages"][0], "params": {**default["stages"][0]["params"], "requests_by": "lexical"}
     }
-    assert default["auto_tune"] == ["bm25.stemmer"] and configs["hybrid"]["auto_tune"] == []
-    assert default["hybrid"]["fusion"] == "agreement" and configs["hybrid"]["hybrid"]["fusion"] == "rrf"
+    assert default["auto_tune"] == [] and configs["hybrid"]["auto_tune"] == []
+    assert default["hybrid"]["fusion"] == "rrf" and configs["hybrid"]["hybrid"]["fusion"] == "rrf"
     assert {k: v for k, v in fast.items() if k != "stages"} == {k: v for k, v in default.items() if k != "stages"}
     assert fast["stages"][1:] == default["stages"][1:]
 

@@ -47,11 +47,13 @@ class HybridConfig(RenamedFieldsModel):
     depth: int = Field(100, ge=1, description="how deep each ranking is fused (was candidates)")
     # The defaults are the recommended pipeline's (config.DEFAULT_PIPELINE); the "hybrid" preset spells out RRF.
     fusion: Literal["rrf", "minmax", "zscore", "agreement"] = Field(
-        "agreement",
+        "rrf",
         description="rrf: reciprocal-rank fusion; minmax / zscore: each ranking's scores normalised per query "
         "(over its fused depth) and combined with the weights as a convex combination; agreement: chosen per "
         "query by how far the rankings agree (see agreement_fuse): rrf where their tops share agreement_min "
-        "hits, else leaning on the more confident ranking",
+        "hits, else leaning on the more confident ranking. rrf since the thirteenth dev catalog (agent-style tasks "
+        "of several steps, where agreement lost 5.0 Recall@5 to it): chosen leaving one catalog out "
+        "(benchmarks/fusion_choice.py; agreement was the default before)",
     )
     confidence_weighted: bool = Field(
         True,
@@ -66,7 +68,7 @@ class HybridConfig(RenamedFieldsModel):
         3,
         ge=0,
         description="agreement fusion: shared top hits from which the rankings agree (reciprocal-rank fusion); 3 was "
-        "chosen leaving one catalog out on eleven dev catalogs with the default's other parts "
+        "chosen leaving one catalog out on eleven dev catalogs when agreement was the default fusion "
         "(benchmarks/fusion_choice.py: ten folds of eleven, and all eleven)",
     )
     disagreement_rrf_weight: float = Field(
