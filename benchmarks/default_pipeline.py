@@ -109,7 +109,7 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default -agreement fusion (RRF k=5)": _set(("hybrid", "fusion"), "rrf"),
     # the default's fusion until the thirteenth dev catalog (issue 29): reciprocal-rank fusion since
     "default +agreement fusion": _set(("hybrid", "fusion"), "agreement"),
-    "default +z-score fusion (the default before)": _set(("hybrid", "fusion"), "zscore"),  # agreement since issue 29
+    "default +z-score fusion (the default before)": _set(("hybrid", "fusion"), "zscore"),  # before issue 29
     "default -confidence weights": _set(("hybrid", "confidence_weighted"), False),
     "default -multi_intent": _without_stage("multi_intent"),
     "default +pooled message vector": _stage_param("multi_intent", "pooled", True),
