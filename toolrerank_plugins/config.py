@@ -23,11 +23,11 @@ RetrieverName = str
 
 #: The recommended pipeline's stages (see :data:`DEFAULT_PIPELINE`); ``EngineConfig().stages`` is a fresh copy.
 DEFAULT_STAGES: tuple[Mapping[str, Any], ...] = (
-    # the action verbs and the split at "and" before a verb off, and no tool_evidence stage: each fails the transfer
-    # rule with the default's other parts, while named_tools passes with them (docs/benchmarks.md, "Does the default
-    # transfer?"; benchmarks/transfer_fixed_point.py); set here rather than as the fields' defaults so that engines
-    # saved with them keep them
-    {"type": "multi_intent", "params": {"actions": False, "and_verbs": False}},
+    # the action verbs and named_tools off, and no tool_evidence stage: each fails the transfer rule with the
+    # default's other parts, while the split at "and" before a verb passes with them (docs/benchmarks.md, "Does the
+    # default transfer?"; benchmarks/transfer_fixed_point.py, step 8 on fourteen dev catalogs); set here rather than
+    # as the fields' defaults so that engines saved with them keep them
+    {"type": "multi_intent", "params": {"actions": False, "named_tools": False}},
     {
         "type": "tgr",
         "params": {
@@ -165,10 +165,10 @@ def _section_model(name: str) -> type[BaseModel] | None:
 #: ``--pipeline`` and both adapters' constructors without a config. Zero training and no LLM; every part passes the
 #: transfer rule with the others (docs/benchmarks.md, "Does the default transfer?"; the parts that fail it —
 #: identifier splitting, stemming (everywhere, or where the catalog's pseudo-requests prefer it), the agreement
-#: fusion, the action verbs, the split at "and" before a verb, ``tool_evidence`` — are options): plain BM25 words,
-#: dense retrieval, reciprocal-rank fusion of the two (``benchmarks/fusion_choice.py``: chosen leaving one catalog
-#: out on thirteen dev catalogs), each request of a multi-request message retrieved
-#: on its own (``multi_intent``, with ``named_tools``), and the dependency graph's prerequisites of the two leading
+#: fusion, the action verbs, ``named_tools``, ``tool_evidence`` — are options): plain BM25 words, dense retrieval,
+#: reciprocal-rank fusion of the two (``benchmarks/fusion_choice.py``: chosen leaving one catalog out on fourteen
+#: dev catalogs), each request of a multi-request message retrieved on its own (``multi_intent``, with the split at
+#: "and" before a verb), and the dependency graph's prerequisites of the two leading
 #: results (``tgr``: declared edges and typed-id schema edges only, no graph convolution; settings chosen by
 #: cross-validation in docs/benchmarks/tgr_closure.md).
 #: The field defaults of :class:`EngineConfig`, ``BM25Config`` and ``HybridConfig`` are these values (a test checks).

@@ -411,7 +411,9 @@ class MultiIntentConfig(ConfigModel):
         description="a request that names a catalog tool ('using the bitly tool', 'on Vimeo') puts that tool's "
         "APIs first in its ranking (see ToolNames). Chosen on train splits: ToolBench R@5 54.6 -> 55.8, Suff@5 "
         "37.8 -> 40.0, Seal-Tools and MetaTool unchanged; on ToolBench dev, measured after, it cost 0.6 R@5 (two "
-        "queries: generic names such as 'Image Search' shared by four tools)",
+        "queries: generic names such as 'Image Search' shared by four tools). Off in the default pipeline since "
+        "the fourteenth dev catalog (issue 29's transfer rule: -0.7 R@5 on the PyPI MCP tasks, one task's "
+        "'from the Wikipedia article' naming the wikipedia server)",
     )
     actions: bool = Field(
         True,
