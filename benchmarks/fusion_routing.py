@@ -101,7 +101,7 @@ def main() -> None:
     ap.add_argument("--md", type=Path)
     args = ap.parse_args()
     saved = json.loads(args.results.read_text(encoding="utf-8"))
-    results = {n: r for n, r in saved.get("results", saved).items() if isinstance(r, dict) and "queries" in r}
+    results = saved["results"]  # transfer.py's --out: catalog -> its queries and per-query Recall@5 by config
     missing = [n for n, r in results.items() if AGREEMENT not in r["recall@5"]]
     if missing:
         raise SystemExit(f"{args.results}: no {AGREEMENT!r} measured on {missing}")
