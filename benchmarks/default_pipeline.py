@@ -134,6 +134,7 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default +action verbs": _stage_param("multi_intent", "actions", True),
     "default +tool_evidence": _with_stage("tool_evidence", after="multi_intent"),
     "default +and before a verb": _stage_param("multi_intent", "and_verbs", True),
+    "default +comma before a verb": _stage_param("multi_intent", "comma_verbs", True),
 }
 
 

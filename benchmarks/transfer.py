@@ -66,6 +66,7 @@ PARENTS: Mapping[str, str] = {
     "action verbs": "multi_intent",
     "action compounds": "action verbs",
     "and before a verb": "multi_intent",
+    "comma before a verb": "and before a verb",
     "named tools": "multi_intent",
 }
 

@@ -294,11 +294,18 @@ _sentences = st.lists(
 
 
 @FUZZ
-@given(text=st.one_of(_sentences, st.text(max_size=120)), lines=st.sampled_from(["all", "asking"]))
-def test_and_verbs_only_cuts_pieces_at_and(text: str, lines: str) -> None:
-    kw = {"max_requests": 1000, "lines": lines}
+@given(
+    text=st.one_of(_sentences, _sentences.map(lambda t: t.replace(" ,", ",")), st.text(max_size=120)),
+    lines=st.sampled_from(["all", "asking"]),
+    rule=st.sampled_from([({}, {"and_verbs": True}), ({"and_verbs": True}, {"comma_verbs": True})]),
+)
+def test_and_verbs_and_comma_verbs_only_cut_pieces(
+    text: str, lines: str, rule: tuple[dict[str, bool], dict[str, bool]]
+) -> None:
+    """Each rule (and_verbs; comma_verbs on top of it) only cuts pieces: at "and" (dropped) or at a comma."""
+    kw = {"max_requests": 1000, "lines": lines, **rule[0]}
     before = split_requests(text, **kw)  # type: ignore[arg-type]
-    after = split_requests(text, and_verbs=True, **kw)  # type: ignore[arg-type]
+    after = split_requests(text, **rule[1], **kw)  # type: ignore[arg-type]
     assert after and all(isinstance(p, str) for p in after) and len(after) >= len(before)
     words = [w for p in before for w in re.findall(r"\w+", p)]
     kept = [w for p in after for w in re.findall(r"\w+", p)]
@@ -306,6 +313,55 @@ def test_and_verbs_only_cuts_pieces_at_and(text: str, lines: str) -> None:
     assert all(any(w == v for v in it) for w in kept)  # the words after are those before, in order, ...
     dropped = [w.lower() for w in (Counter(words) - Counter(kept)).elements()]
     assert dropped == ["and"] * len(dropped)  # ... less some "and"s
+
+
+@pytest.mark.parametrize(
+    ("message", "requests"),
+    [
+        (
+            "Calculate the discount amount of an item with an original price of $100 and a discount of 20%, "
+            "calculate the square of the discount amount, and create an invoice for it",
+            [
+                "Calculate the discount amount of an item with an original price of $100 and a discount of 20%",
+                "calculate the square of the discount amount",
+                "create an invoice for it",
+            ],
+        ),
+        # a comma before a word that is no action verb, or before an output verb, does not cut
+        (
+            "Retrieve the demographics of the users of the library who are male, have a college education, "
+            "and provide the totals",
+            [
+                "Retrieve the demographics of the users of the library who are male, have a college education, "
+                "and provide the totals"
+            ],
+        ),
+        # a short piece (at most and_max_words words) is cut by the plain "and" rule alone, never at a comma
+        ("Get the weather, book a hotel", ["Get the weather, book a hotel"]),
+        # every part must keep min_words words
+        (
+            "Look at the long list of all the open invoices of this month, send it",
+            ["Look at the long list of all the open invoices of this month, send it"],
+        ),
+    ],
+)
+def test_split_requests_at_a_comma_before_an_action_verb(message: str, requests: list[str]) -> None:
+    assert split_requests(message, and_verbs=True, comma_verbs=True) == requests
+    assert split_requests(message, comma_verbs=True) == split_requests(message)  # it needs and_verbs
+
+
+def test_comma_verbs_is_an_option_of_the_stage() -> None:
+    message = (
+        "Calculate the discount amount of an item with an original price of $100 and a discount of 20%, "
+        "calculate the square of the discount amount"
+    )
+    off = _engine([{"type": "multi_intent"}]).search_detailed(message, top_k=3).trace["multi_intent"]["requests"]
+    on = _engine([{"type": "multi_intent", "params": {"comma_verbs": True}}])
+    assert off == [message]
+    assert on.search_detailed(message, top_k=3).trace["multi_intent"]["requests"] == [
+        "Calculate the discount amount of an item with an original price of $100 and a discount of 20%",
+        "calculate the square of the discount amount",
+    ]
 
 
 def test_the_default_multi_intent_splits_at_and_before_an_action_verb() -> None:

@@ -95,10 +95,10 @@ _OUTPUT_VERBS = "show|tell|give|provide"
 # ... except before a verb that starts another action ("I want the stock price of Microsoft and convert it to
 # Indian Rupees"). Verbs that ask for the same request's output ("and provide me with its author", "and tell me
 # the price") are left out: they mostly add detail to the request before them (Seal-Tools train).
-_AND_VERB = re.compile(
-    rf",?\s+\band\b\s+(?=(?:{_IMPERATIVES}|generate|suggest|share|download|obtain|gather|analy[sz]e)\b)",
-    re.IGNORECASE,
-)
+_ACTION_VERB = rf"(?=(?:{_IMPERATIVES}|generate|suggest|share|download|obtain|gather|analy[sz]e)\b)"
+_AND_VERB = re.compile(rf",?\s+\band\b\s+{_ACTION_VERB}", re.IGNORECASE)
+# ``comma_verbs``: a comma before such a verb cuts too ("..., add a sheet named March, and ...").
+_AND_OR_COMMA_VERB = re.compile(rf"(?:,?\s+\band\b\s+|,\s+){_ACTION_VERB}", re.IGNORECASE)
 _WORDS = re.compile(r"\w+")
 _SEGMENT = re.compile(r"[./:]")
 # Asking outright: a question, "can you", "please" (a sentence that does is never a preamble, below).
@@ -327,6 +327,7 @@ def split_requests(
     lines: Literal["all", "asking"] = "all",
     preamble: Literal["request", "context"] = "request",
     and_verbs: bool = False,
+    comma_verbs: bool = False,
 ) -> list[str]:
     """The requests in ``text``: its sentences, each cut again at cue words, and a piece of at most
     ``and_max_words`` words also at "and" when every part keeps ``min_words`` words; pieces of fewer than
@@ -337,7 +338,9 @@ def split_requests(
     ``preamble="context"``: a first sentence that describes the speaker ("I'm a film critic and I need ...",
     "As a teacher, ...", "My company is ...") and does not ask outright is no request when more follow.
     ``and_verbs``: a longer piece is split at "and" too where an action verb follows ("... of Microsoft and
-    convert it to Indian Rupees"), when every part keeps ``min_words`` words.
+    convert it to Indian Rupees"), when every part keeps ``min_words`` words. ``comma_verbs`` (with
+    ``and_verbs``): such a piece is split at a comma before an action verb too ("Calculate the discount of an
+    item priced $100 at 20%, calculate its square, and create an invoice for it").
 
     Example:
         >>> split_requests("I want to know the current stock price of Microsoft and convert it to Indian Rupees.",
@@ -364,7 +367,7 @@ def split_requests(
             if _n_words(piece) <= and_max_words:
                 parts = [p.strip(_STRIP) for p in _AND.split(piece)]
             elif and_verbs:
-                parts = [p.strip(_STRIP) for p in _AND_VERB.split(piece)]
+                parts = [p.strip(_STRIP) for p in (_AND_OR_COMMA_VERB if comma_verbs else _AND_VERB).split(piece)]
             else:
                 parts = [piece]
             pieces.extend(parts if all(_n_words(p) >= min_words for p in parts) else [piece])
@@ -397,6 +400,12 @@ class MultiIntentConfig(ConfigModel):
         "(provide, give, tell, show) do not split. Chosen on train splits: ToolBench R@5 / Suff@5 55.8 / 40.0 -> "
         "56.1 / 40.4, Seal-Tools 89.3 / 72.1 -> 89.3 / 72.0, MetaTool (1,500 sampled) one query lower; NESTFUL "
         "(a CV set) 85.8 / 70.0 -> 86.6 / 71.3 (docs/benchmarks/default_pipeline.md)",
+    )
+    comma_verbs: bool = Field(
+        False,
+        description="with and_verbs: such a piece is also split at a comma where an action verb follows ('..., "
+        "calculate the square of it, and create an invoice'). An option: off in the default "
+        "(docs/benchmarks.md, 'Does the default transfer?')",
     )
     rrf_k: int = Field(1, ge=1, description="RRF constant when merging the whole message's and each request's ranking")
     whole_weight: float = Field(1.0, ge=0, description="weight of the whole message's ranking in the merge")
@@ -492,6 +501,7 @@ class MultiIntentStage(Stage):
             lines=c.lines,
             preamble=c.preamble,
             and_verbs=c.and_verbs,
+            comma_verbs=c.comma_verbs,
         )
 
     def _by_action(
