@@ -1319,10 +1319,13 @@ class Engine:
                     parts.catalog, parts.config, parts.first_stage, stage_dirs=parts.stage_dirs, embedder=embedder
                 )
             except (ToolRerankError, OSError):
-                # a save that committed meanwhile may have removed the version whose stage folders were read
+                # a save that committed meanwhile may have removed a version read without a pin (an older
+                # release's), whose stage folders were read
                 if attempt < 2 and parts.stage_dirs and version_dir(path) != parts.root:
                     continue
                 raise
+            finally:
+                parts.release()  # the stage folders are read: saves may remove the version now
         raise AssertionError("unreachable")  # pragma: no cover
 
     def __repr__(self) -> str:

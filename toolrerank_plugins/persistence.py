@@ -13,6 +13,7 @@ Layout: ``path`` is a stable directory holding *versions*; a small pointer file 
       .tmp-<pid>-<hex>  a save in progress (or left by a killed one: removed by the next save)
 
     v-000002/
+      .pin            readers hold it (shared ``flock``) while they read this version; empty
       config.json     library name + version, format version, EngineConfig, seen tools, number of APIs
       manifest.json   sha256 and size of every other file (verified on load)
       tools.jsonl     the catalog          edges.jsonl   its dependencies
@@ -30,8 +31,11 @@ temporary file, ``fsync``-ed, ``os.replace``-d over the old pointer (``rename(2)
 ``fsync``-ed. Every file, the pointer included, is written by the library's one atomic write helper
 (:mod:`toolrerank_plugins._atomic`); this module adds the directory-level commit. A reader resolves the pointer
 once and reads that version, so a process killed at any instant, or a power loss, leaves ``path`` pointing at
-either the old or the new complete version. Old versions are deleted only after the new pointer is durable; a
-loader that loses that race re-reads the pointer and retries.
+either the old or the new complete version. Old versions are deleted only after the new pointer is durable, and
+not while a reader holds their pin (a shared ``flock`` on ``v-*/.pin``, taken right after the pointer is read and
+held until the engine is assembled; opening it needs no write permission): a later save removes them. A loader
+that loses the race before it holds the pin (the version went first), or reads a version an older release saved
+without one, re-reads the pointer and retries.
 A first save into a missing ``path`` builds the whole directory as a hidden sibling (``.<name>.tmp-<pid>-<hex>``)
 and renames it into place, so ``path`` never exists half-written.
 
@@ -90,12 +94,15 @@ logger = logging.getLogger(__name__)
 LIBRARY = "toolrerank-plugins"
 POINTER_FILE = "current.json"
 LOCK_FILE = ".lock"
+#: In each version: readers hold a shared ``flock`` on it while they read the version, and a save leaves a
+#: version whose pin is held in place (a later save removes it). Empty; hidden, so not an engine file.
+PIN_FILE = ".pin"
 _TMP = ".tmp-"
 _VERSION_RE = re.compile(r"v-(\d{6,})")
 _NEW_TMP_RE = re.compile(r"(\d+)-[0-9a-f]+")  # "<pid>-<hex>" after the ".tmp-" prefix
 _SHA_RE = re.compile(r"[0-9a-f]{64}")
 #: Top-level entries of the single-folder layout (removed after it is switched to versions).
-_LEGACY_ENTRIES = ("config.json", "manifest.json", "tools.jsonl", "edges.jsonl", "dense", "bm25", "stages")
+_LEGACY_ENTRIES = ("config.json", "manifest.json", "tools.jsonl", "edges.jsonl", "dense", "bm25", "stages", ".pin")
 
 
 def _save_error(path: Path, what: str, exc: OSError) -> SaveError:
@@ -122,7 +129,8 @@ class EngineParts:
     """What an engine directory holds, read back by :func:`read_engine`; ``Engine.from_parts`` assembles them.
 
     ``stage_dirs[i]`` is stage ``i``'s folder when it saved files, else None; ``root`` is the version folder
-    they were read from (see :func:`version_dir`).
+    they were read from (see :func:`version_dir`); ``pin`` holds that version's pin (:func:`pin_version`: no save
+    removes the folder meanwhile) until :meth:`release`, which whoever reads the stage folders calls after.
     """
 
     catalog: Catalog
@@ -130,6 +138,13 @@ class EngineParts:
     first_stage: FirstStage
     stage_dirs: list[Path | None]
     root: Path | None = None
+    pin: int | None = None
+
+    def release(self) -> None:
+        """Let saves remove the version read (once; later calls do nothing)."""
+        pin, self.pin = self.pin, None
+        if pin is not None:
+            os.close(pin)
 
 
 # -- durability helpers (files are written by the one atomic write helper, _atomic.py) ---------------
@@ -151,10 +166,10 @@ def _sync_tree_dirs(root: Path) -> None:
 
 
 # -- locks and stale temporaries -------------------------------------------------------------------
-def _try_lock(lock_file: Path, *, create: bool, blocking: bool) -> int | None:
+def _try_lock(lock_file: Path, *, create: bool, blocking: bool, readonly: bool = False) -> int | None:
     """An fd holding an exclusive flock on ``lock_file``, or None when another process holds it (or, with
-    ``create=False``, when the file does not exist)."""
-    flags = os.O_RDWR | (os.O_CREAT if create else 0)
+    ``create=False``, when the file does not exist). ``readonly`` opens it read-only (``flock`` needs no more)."""
+    flags = (os.O_RDONLY if readonly else os.O_RDWR) | (os.O_CREAT if create else 0)
     try:
         fd = os.open(lock_file, flags, 0o666)
     except FileNotFoundError:
@@ -244,13 +259,55 @@ def _clean_sibling(p: Path, name: str, commit_mtime: float | None) -> None:
 
 
 def _clean_inside(path: Path, keep: str | None) -> None:
-    """Under the writer lock: remove every temporary and version of ``path`` other than ``keep``."""
+    """Under the writer lock: remove every temporary and version of ``path`` other than ``keep``, except a
+    version a reader holds pinned (:func:`pin_version`), which a later save removes."""
     for p in path.iterdir():
         n = p.name
-        if n.startswith(_TMP) or (_VERSION_RE.fullmatch(n) and n != keep):
+        if n.startswith(_TMP):
             _remove(p)
+        elif _VERSION_RE.fullmatch(n) and n != keep:
+            _remove_unpinned(p)
         elif keep is not None and n in _LEGACY_ENTRIES:
             _remove(p)  # the single-folder layout, left by a switch to versions that was interrupted
+
+
+def _remove_unpinned(version: Path) -> None:
+    """Remove the version folder unless a reader holds its pin; the pin is held exclusively meanwhile, so no
+    reader can take it while the folder goes (a version without a pin, from an older release: removed)."""
+    try:
+        fd = _try_lock(version / PIN_FILE, create=False, blocking=False, readonly=True)
+    except OSError:  # cannot open it (permissions): remove as before pins existed
+        fd = None
+    else:
+        if fd is None and (version / PIN_FILE).exists():
+            logger.debug("%s: a reader holds it; a later save removes it", version)
+            return
+    try:
+        _remove(version)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def pin_version(version: Path) -> int | None:
+    """A file descriptor holding a shared ``flock`` on the version folder's pin, so no save removes the folder
+    until it is closed; None where the version has no pin (saved by an older release), is being removed or went
+    already, the pin cannot be opened, or locks are not available (not POSIX). Opens the pin read-only."""
+    if _fcntl is None:  # pragma: no cover - not POSIX
+        return None
+    pin = version / PIN_FILE
+    try:
+        fd = os.open(pin, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        _fcntl.flock(fd, _fcntl.LOCK_SH | _fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino != os.stat(pin).st_ino:  # removed (and maybe made again) meanwhile
+            raise FileNotFoundError(pin)
+    except OSError:  # held by a save removing the version, or gone
+        os.close(fd)
+        return None
+    return fd
 
 
 # -- what is at a path -----------------------------------------------------------------------------
@@ -268,9 +325,11 @@ def _read_json(file: Path, what: str) -> Any:
 
 
 #: Reads of a saved engine that a concurrent save's commit (which deletes the version being read) makes a
-#: reader start over. Each retry needs another commit meanwhile, so only saves committing faster than one
-#: load can use them all up (8 did once, on a machine busy with two other jobs, against a process saving a small
-#: engine in a tight loop: tests/core/test_persistence_race.py in CI, 2026-11-27).
+#: reader start over. Each retry needs another commit meanwhile. Without pins, saves committing faster than one
+#: load could use them all up (8 did once, on a machine busy with two other jobs, against a process saving a small
+#: engine in a tight loop: tests/core/test_persistence_race.py in CI, 2026-11-27; and 32 later the same day, on a
+#: machine running two other heavy jobs). Since versions are pinned (:func:`pin_version`) a retry needs a commit
+#: between reading the pointer and taking the pin, or a version saved without a pin.
 _READ_ATTEMPTS = 32
 
 
@@ -421,6 +480,7 @@ def _write_version(
         if p.is_file()
     }
     write_atomic(dest / "manifest.json", json.dumps({"files": files}, indent=1).encode("utf-8"))
+    write_atomic(dest / PIN_FILE, b"")  # after the manifest: hidden, not an engine file
     _sync_tree_dirs(dest)
 
 
@@ -716,18 +776,29 @@ def read_engine(
     """Read and check the committed version's parts (config, manifest, catalog, first stage, stage folders).
     ``resources`` (live objects such as a connection pool) go to a first stage that takes them.
 
-    A save committing a new version while this reads may delete the version being read (or the one the pointer
-    named a moment ago); the pointer is then re-read and the read retried, up to ``_READ_ATTEMPTS`` times.
+    The version is pinned (:func:`pin_version`) as soon as the pointer names it, so a save committing meanwhile
+    leaves it in place; the parts hold the pin until :meth:`EngineParts.release`. Where it could not be pinned (a
+    save removed it first, or an older release saved it without a pin) and the read fails, the pointer is re-read
+    and the read retried, up to ``_READ_ATTEMPTS`` times.
     """
     path = Path(path)
     for attempt in range(_READ_ATTEMPTS):
         root = _os_errors_named(path, version_dir, path)  # re-reads the pointer itself if a commit races it
+        pin = pin_version(root) if root != path else None  # the single-folder layout of earlier releases: none
         try:
-            return _read_version(root, embedder=embedder, verify=verify, resources=resources)
+            parts = _read_version(root, embedder=embedder, verify=verify, resources=resources)
         except PersistenceError:
+            if pin is not None:
+                os.close(pin)
             if attempt + 1 < _READ_ATTEMPTS and _os_errors_named(path, version_dir, path) != root:
                 continue  # a newer version was committed meanwhile
             raise
+        except BaseException:
+            if pin is not None:
+                os.close(pin)
+            raise
+        parts.pin = pin
+        return parts
     raise AssertionError("unreachable")  # pragma: no cover
 
 

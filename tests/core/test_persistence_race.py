@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,35 +116,80 @@ print(n, flush=True)
 """
 
 
-@pytest.mark.skipif(os.name != "posix", reason="POSIX rename and flock semantics")
-def test_loads_in_one_process_while_another_saves_in_a_loop(tmp_path: Path) -> None:
-    path = tmp_path / "eng"
-    engines = {d: _engine(d, "bm25") for d in (5, 7)}
-    engines[5].save(path)
-    expected = {d: _signature(e) for d, e in engines.items()}
+def _saving_in_a_loop(
+    path: Path, seconds: float, load: Callable[[], bool], *, until: float | None = None
+) -> tuple[int, int]:
+    """Save two engines in turn at ``path`` from another process for ``seconds`` (``SAVER``) while calling
+    ``load()`` in a loop (until the saver stops, or ``until`` seconds); returns (commits, loads that raced)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), *sys.path])}
     saver = subprocess.Popen(
-        [sys.executable, "-c", SAVER, str(path), "4"],
+        [sys.executable, "-c", SAVER, str(path), str(seconds)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
+    raced = 0
     try:
         assert saver.stdout is not None and saver.stdout.readline().strip() == "ready"
-        loads, seen = 0, set()
-        end = time.monotonic() + 3.5
+        end = time.monotonic() + (until if until is not None else seconds + 60)
         while time.monotonic() < end and saver.poll() is None:
-            loaded = Engine.load(path, embedder=FakeEmbedder())
-            sig = _signature(loaded)
-            assert sig == expected[loaded.config.depth]  # exactly the engine before or after, never a mix
-            seen.add(loaded.config.depth)
-            loads += 1
+            raced += load()
         out, err = saver.communicate(timeout=60)
     finally:
         if saver.poll() is None:
             saver.kill()
             saver.wait()
     assert saver.returncode == 0, err[-2000:]
-    commits = int(out.strip())
-    assert commits >= 10 and loads >= 10 and seen == {5, 7}, (commits, loads, seen)
+    return int(out.strip()), raced
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX rename and flock semantics")
+def test_loads_in_one_process_while_another_saves_in_a_loop(tmp_path: Path) -> None:
+    path = tmp_path / "eng"
+    engines = {d: _engine(d, "bm25") for d in (5, 7)}
+    engines[5].save(path)
+    expected = {d: _signature(e) for d, e in engines.items()}
+    seen: list[int] = []
+
+    def load() -> bool:
+        loaded = Engine.load(path, embedder=FakeEmbedder())
+        assert _signature(loaded) == expected[loaded.config.depth]  # exactly the engine before or after, never a mix
+        seen.append(loaded.config.depth)
+        return True
+
+    commits, loads = _saving_in_a_loop(path, 4, load, until=3.5)
+    assert commits >= 10 and loads >= 10 and set(seen) == {5, 7}, (commits, loads, set(seen))
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX flock semantics")
+def test_a_slow_load_is_never_starved_by_saves_committing_faster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each load takes longer than several commits of a process saving in a loop (a busy machine, a large
+    engine). Without pins such a load found its version deleted at every try and retried until the saves stopped
+    (or ran out of tries); the version is pinned once the pointer names it, so every load returns the engine
+    committed when it began."""
+    path = tmp_path / "eng"
+    engines = {d: _engine(d, "bm25") for d in (5, 7)}
+    engines[5].save(path)
+    expected = {d: _signature(e) for d, e in engines.items()}
+    real = P.read_config
+
+    def slow_read_config(root: Path) -> Any:
+        time.sleep(0.15)  # the rest of the load reads a version a save would have deleted meanwhile
+        return real(root)
+
+    monkeypatch.setattr(P, "read_config", slow_read_config)
+    loads = 0
+
+    def load() -> bool:
+        nonlocal loads
+        before = version_dir(path).name
+        loaded = Engine.load(path, embedder=FakeEmbedder())
+        assert _signature(loaded) == expected[loaded.config.depth]
+        loads += 1
+        return version_dir(path).name != before  # a save committed during this load
+
+    commits, raced = _saving_in_a_loop(path, 3, load)
+    assert loads >= 5 and raced >= 3, (loads, raced, commits)

@@ -577,21 +577,66 @@ def test_concurrent_saves_are_serialised_by_the_writer_lock(saved: tuple[Engine,
     assert sorted(p.name for p in path.iterdir()) == [LOCK_FILE, POINTER_FILE, "v-000002"]
 
 
-def test_a_load_racing_a_save_rereads_the_pointer(saved: tuple[Engine, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    engine, path = saved
-    other = Engine.build(tiny_catalog(), EngineConfig(retriever="hybrid", depth=7), embedder=_embedder())
+def _race_a_save_into_the_load(path: Path, other: Engine, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Make the next load's first config read wait for ``other`` to be saved (committed) at ``path``."""
     real = P.read_config
-    calls = []
+    calls: list[Path] = []
 
     def racing_read_config(root: Path) -> dict[str, Any]:
-        if not calls:  # a save commits a new version (and deletes this one) just as the load starts
+        if not calls:  # a save commits a new version just as the load starts
             other.save(path, overwrite=True)
         calls.append(root)
         return real(root)
 
     monkeypatch.setattr(P, "read_config", racing_read_config)
+    return calls
+
+
+def test_a_load_racing_a_save_reads_the_version_it_pinned(
+    saved: tuple[Engine, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine, path = saved
+    other = Engine.build(tiny_catalog(), EngineConfig(retriever="hybrid", depth=7), embedder=_embedder())
+    assert engine.config.depth != 7
+    calls = _race_a_save_into_the_load(path, other, monkeypatch)
+    loaded = Engine.load(path, embedder=_embedder())
+    # the version committed when the load began, whole: the save left it in place while the load held its pin
+    assert _signature(loaded) == _signature(engine) and [c.name for c in calls] == ["v-000001"]
+    assert sorted(p.name for p in path.iterdir()) == [LOCK_FILE, POINTER_FILE, "v-000001", "v-000002"]
+    monkeypatch.undo()
+    assert Engine.load(path, embedder=_embedder()).config.depth == 7
+    other.save(path, overwrite=True)  # nobody reads v-000001 now: the next save removes it
+    assert sorted(p.name for p in path.iterdir()) == [LOCK_FILE, POINTER_FILE, "v-000003"]
+
+
+def test_a_load_racing_a_save_of_a_version_without_a_pin_rereads_the_pointer(
+    saved: tuple[Engine, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine, path = saved
+    (path / "v-000001" / P.PIN_FILE).unlink()  # as an older release saved it
+    other = Engine.build(tiny_catalog(), EngineConfig(retriever="hybrid", depth=7), embedder=_embedder())
+    calls = _race_a_save_into_the_load(path, other, monkeypatch)
     loaded = Engine.load(path, embedder=_embedder())
     assert loaded.config.depth == 7 and [c.name for c in calls] == ["v-000001", "v-000002"]
+    assert not (path / "v-000001").exists()
+
+
+def test_a_version_is_pinned_only_while_it_is_read(saved: tuple[Engine, Path]) -> None:
+    engine, path = saved
+    version = P.version_dir(path)
+    pins = [P.pin_version(version), P.pin_version(version)]  # shared: two readers pin it at once
+    assert None not in pins
+    try:
+        engine.save(path, overwrite=True)
+        assert version.is_dir()  # pinned: kept
+        os.close(pins.pop())
+        engine.save(path, overwrite=True)
+        assert version.is_dir()  # still pinned by the other reader
+    finally:
+        for pin in pins:
+            os.close(pin)  # type: ignore[arg-type]
+    engine.save(path, overwrite=True)
+    assert not version.exists() and P.pin_version(version) is None  # unpinned: removed; gone: nothing to pin
 
 
 # -- what save refuses, and OS errors --------------------------------------------------------------
