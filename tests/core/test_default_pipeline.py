@@ -8,7 +8,7 @@ import re
 from collections import Counter
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests._fuzz import FUZZ
@@ -298,6 +298,12 @@ _sentences = st.lists(
     text=st.one_of(_sentences, _sentences.map(lambda t: t.replace(" ,", ",")), st.text(max_size=120)),
     lines=st.sampled_from(["all", "asking"]),
     rule=st.sampled_from([({}, {"and_verbs": True}), ({"and_verbs": True}, {"comma_verbs": True})]),
+)
+# a comma cut that would leave a part too short must not undo the cut at "and" (found by this test)
+@example(
+    text="find find find find find find find find , find and find find find",
+    lines="all",
+    rule=({"and_verbs": True}, {"comma_verbs": True}),
 )
 def test_and_verbs_and_comma_verbs_only_cut_pieces(
     text: str, lines: str, rule: tuple[dict[str, bool], dict[str, bool]]

@@ -98,7 +98,7 @@ _OUTPUT_VERBS = "show|tell|give|provide"
 _ACTION_VERB = rf"(?=(?:{_IMPERATIVES}|generate|suggest|share|download|obtain|gather|analy[sz]e)\b)"
 _AND_VERB = re.compile(rf",?\s+\band\b\s+{_ACTION_VERB}", re.IGNORECASE)
 # ``comma_verbs``: a comma before such a verb cuts too ("..., add a sheet named March, and ...").
-_AND_OR_COMMA_VERB = re.compile(rf"(?:,?\s+\band\b\s+|,\s+){_ACTION_VERB}", re.IGNORECASE)
+_COMMA_VERB = re.compile(rf",\s+{_ACTION_VERB}", re.IGNORECASE)
 _WORDS = re.compile(r"\w+")
 _SEGMENT = re.compile(r"[./:]")
 # Asking outright: a question, "can you", "please" (a sentence that does is never a preamble, below).
@@ -318,6 +318,12 @@ def _named_first(ranking: list[ScoredTool], tools: frozenset[str]) -> list[Score
     return [c for c in ranking if c.tool.tool_key in tools] + [c for c in ranking if c.tool.tool_key not in tools]
 
 
+def _cut_keeping(pattern: re.Pattern[str], piece: str, min_words: int) -> list[str]:
+    """``piece`` cut where ``pattern`` matches, if every part keeps ``min_words`` words; else ``[piece]``."""
+    parts = [p.strip(_STRIP) for p in pattern.split(piece)]
+    return parts if all(_n_words(p) >= min_words for p in parts) else [piece]
+
+
 def split_requests(
     text: str,
     *,
@@ -367,7 +373,9 @@ def split_requests(
             if _n_words(piece) <= and_max_words:
                 parts = [p.strip(_STRIP) for p in _AND.split(piece)]
             elif and_verbs:
-                parts = [p.strip(_STRIP) for p in (_AND_OR_COMMA_VERB if comma_verbs else _AND_VERB).split(piece)]
+                parts = [p.strip(_STRIP) for p in _AND_VERB.split(piece)]
+                if comma_verbs and all(_n_words(p) >= min_words for p in parts):  # each part cut again, alone
+                    parts = [q for p in parts for q in _cut_keeping(_COMMA_VERB, p, min_words)]
             else:
                 parts = [piece]
             pieces.extend(parts if all(_n_words(p) >= min_words for p in parts) else [piece])
