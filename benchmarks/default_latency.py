@@ -50,15 +50,17 @@ def _vectors(ds: str, cache_dir: Path | None, toolbench_engine: Path | None) -> 
     return _cache(cache_dir, ds)
 
 
-def _config(name: str, threads: int | None, index: str | None = None) -> Any:
+def _config(name: str, threads: int | None, index: str | None = None, device: str | None = None) -> Any:
     """The preset; ``default-serial`` is the default with every search on its calling thread alone
     (``parallel_requests=False``: the requests are not encoded on a spare thread). ``threads`` sets the torch
-    threads of every encode, ``index`` the dense index (``flat``, ``hnsw``; default: the preset's)."""
+    threads of every encode, ``index`` the dense index (``flat``, ``hnsw``) and ``device`` the encoder's device
+    (default: the preset's)."""
     preset, extra = ("default", {"parallel_requests": False}) if name == "default-serial" else (name, {})
     cfg = pipeline_config(preset, **extra)
     dense = {
         **({} if threads is None else {"torch_threads": threads}),
         **({} if index is None else {"index": index}),
+        **({} if device is None else {"device": device}),
     }
     if not dense:
         return cfg
@@ -75,6 +77,7 @@ def measure(
     toolbench_engine: Path | None,
     threads: int | None = None,
     index: str | None = None,
+    device: str | None = None,
     neighbour: bool = False,
     pipelines: Sequence[str] = PIPELINES,
     gap_ms: float = 0.0,
@@ -84,7 +87,9 @@ def measure(
     queries = [q.query for q in load_queries(folder) if q.split == "dev"][:limit]
     cache = _vectors(ds, cache_dir, toolbench_engine)
     names = ("hybrid", *(n for n in pipelines if n != "hybrid"))
-    engines = {name: Engine.build(catalog, _config(name, threads, index), embedding_cache=cache) for name in names}
+    engines = {
+        name: Engine.build(catalog, _config(name, threads, index, device), embedding_cache=cache) for name in names
+    }
     for engine in engines.values():  # warm-up: models loaded, caches filled
         for q in queries[:20]:
             engine.search(q, top_k=10)
@@ -114,6 +119,8 @@ def measure(
         "neighbour": neighbour,
         "gap_ms": gap_ms,
         "index": index or "preset",
+        "device": device or "preset",
+        "threads": threads,
         **{f"{n}_p50_ms": round(v, 2) for n, v in p50.items()},
         **{f"{n}_p95_ms": round(float(np.percentile(v, 95)), 2) for n, v in times.items()},
         **{f"{n}_mean_ms": round(float(np.mean(times[n])), 2) for n in names},
@@ -131,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--toolbench-engine", type=Path)
     ap.add_argument("--threads", type=int, help="torch intra-op threads of every encode (default: the library's)")
     ap.add_argument("--index", choices=("flat", "hnsw"), help="every engine's dense index (default: the preset's)")
+    ap.add_argument("--device", help="every engine's encoder device: cpu, cuda, mps (default: the preset's, auto)")
     ap.add_argument(
         "--neighbour",
         action="store_true",
@@ -151,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             toolbench_engine=args.toolbench_engine,
             threads=args.threads,
             index=args.index,
+            device=args.device,
             neighbour=args.neighbour,
             pipelines=args.pipelines,
             gap_ms=args.gap_ms,

@@ -213,17 +213,20 @@ SHORT_CALL_TEXTS = 16
 
 class ThreadChooser:
     """Picks the intra-op threads of short encode calls by their measured speed: one thread, or ``wide`` (the
-    calling thread's torch count).
+    calling thread's torch count), or with ``ladder`` also a power of two between them (a machine of many cores:
+    1, 2, 4, 8, 16).
 
     On an idle machine two threads encode a search faster (1.2-1.4x on 2 cores); beside another process's
     threads every OpenMP barrier of a multi-threaded call can wait a whole scheduler slice, and one thread is
-    several times faster at p50 and tens of times at p95 (docs/benchmarks.md, "Threads"). Which case holds
-    changes while a process runs, so the chooser keeps each option's cost (seconds per character of text: a
-    moving average for the option in use, the latest try for the other) and uses the cheaper one, trying the
-    other every ``explore_every``-th call (so a change of load is noticed within that many searches, at the price
-    of one call in that many). One thread until both options have been measured. The first ``warm_up`` calls
-    recorded are not counted (the first call of a model pays for loading and warming it, not for its thread
-    count); :meth:`warmed` counts a call the chooser did not pick for (an index build) as one. Thread-safe.
+    several times faster at p50 and tens of times at p95 (docs/benchmarks.md, "Threads"). On many cores a short
+    text gains little past a few threads, and a team of every core costs more than it gains beside a second
+    encode. Which case holds changes while a process runs, so the chooser keeps each option's cost (seconds per
+    character of text: a moving average for the option in use, the latest try for the others) and uses the
+    cheapest, trying the others in turn every ``explore_every``-th call (so a change of load is noticed within
+    that many searches, at the price of one call in that many). Each option is tried once first, one thread
+    first. The first ``warm_up`` calls recorded are not counted (the first call of a model pays for loading and
+    warming it, not for its thread count); :meth:`warmed` counts a call the chooser did not pick for (an index
+    build) as one. Thread-safe.
 
     Example:
         >>> c = ThreadChooser(2, warm_up=0)
@@ -233,10 +236,17 @@ class ThreadChooser:
         >>> c.record(2, 0.5, 100)  # the wide option became slow (a neighbour started)
         >>> c.pick()
         1
+        >>> ThreadChooser(16).options, ThreadChooser(16, ladder=True).options
+        ((1, 16), (1, 2, 4, 8, 16))
     """
 
-    def __init__(self, wide: int, *, explore_every: int = 32, alpha: float = 0.3, warm_up: int = 1) -> None:
-        self.options = (1, wide) if wide > 1 else (1,)
+    def __init__(
+        self, wide: int, *, explore_every: int = 32, alpha: float = 0.3, warm_up: int = 1, ladder: bool = False
+    ) -> None:
+        steps = [1]
+        while ladder and steps[-1] * 2 < wide:
+            steps.append(steps[-1] * 2)
+        self.options = (*steps, wide) if wide > 1 else (1,)
         self.explore_every = explore_every
         self.alpha = alpha
         self._cost: dict[int, float] = {}
@@ -257,7 +267,8 @@ class ThreadChooser:
                 return unmeasured[0]
             best = min(self.options, key=self._cost.__getitem__)
             if len(self.options) > 1 and self._calls % self.explore_every == 0:
-                return next(t for t in self.options if t != best)
+                others = [t for t in self.options if t != best]
+                return others[(self._calls // self.explore_every) % len(others)]  # each in turn
             return best
 
     def record(self, threads: int, seconds: float, work: int) -> None:
@@ -269,7 +280,7 @@ class ThreadChooser:
                 return
             before = self._cost.get(threads)
             in_use = len(self._cost) == len(self.options) and threads == min(self._cost, key=self._cost.__getitem__)
-            # the option in use: a moving average (one slow call does not flip it); a periodic try of the other
+            # the option in use: a moving average (one slow call does not flip it); a periodic try of another
             # replaces that option's figure, so a load that went away is noticed at the next try
             self._cost[threads] = (1 - self.alpha) * before + self.alpha * cost if before and in_use else cost
 
@@ -311,9 +322,10 @@ class SentenceTransformerEmbedder:
         model_kwargs: passed to ``SentenceTransformer(model_kwargs=...)``.
         torch_threads: intra-op threads for every encode call. None (default): chosen per call: for a call of at
             most :data:`SHORT_CALL_TEXTS` texts (a search) by measured speed (:class:`ThreadChooser`: one thread
-            beside other busy processes, torch's count on an idle machine), torch's own count for larger ones (an
-            index build). Set only for the call, in the calling thread (:func:`intra_op_threads`); the process's
-            setting is never changed.
+            beside other busy processes, torch's count or a power of two below it on an idle machine; beside the
+            search's other encode, a chooser of its own within :func:`threads_beside`), torch's own count for
+            larger ones (an index build). Set only for the call, in the calling thread (:func:`intra_op_threads`);
+            the process's setting is never changed.
     """
 
     def __init__(
@@ -336,6 +348,7 @@ class SentenceTransformerEmbedder:
         self.torch_threads = torch_threads
         self._model: Any = None
         self._threads: ThreadChooser | None = None
+        self._beside: ThreadChooser | None = None  # short calls beside another encode (a message's requests)
         self._packer: _Packer | None = None
         self._packer_checked = False
 
@@ -389,19 +402,31 @@ class SentenceTransformerEmbedder:
         return int(getter())
 
     def threads_for(self, n_texts: int) -> int | None:
-        """The intra-op threads an encode of ``n_texts`` texts runs with (None: torch's count, unchanged)."""
+        """The intra-op threads an encode of ``n_texts`` texts runs with (None: torch's count, unchanged).
+
+        A short call beside another encode (:func:`~toolrerank_plugins._workers.side_by_side`: a message and its
+        requests) takes at most :func:`~toolrerank_plugins._workers.threads_beside` of the count it would take
+        alone: ``torch_threads`` where set, else a count picked by measured speed among those (a chooser of its
+        own: two cores give one thread to each side)."""
         on_cpu = str(getattr(self._model, "device", "cpu")).startswith("cpu")
         if on_cpu and n_texts <= SHORT_CALL_TEXTS and sharing_cores():  # one of two encodes side by side
-            return threads_beside(self.torch_threads or require("torch").get_num_threads())
+            if self.torch_threads:
+                return threads_beside(self.torch_threads)
+            return self._chooser(beside=True).pick()
         if self.torch_threads:
             return self.torch_threads
         if not on_cpu or n_texts > SHORT_CALL_TEXTS:
             return None
         return self._chooser().pick()
 
-    def _chooser(self) -> ThreadChooser:
+    def _chooser(self, *, beside: bool = False) -> ThreadChooser:
+        """The chooser of a short call's threads alone, or ``beside`` another encode."""
+        if beside:
+            if self._beside is None:
+                self._beside = ThreadChooser(threads_beside(require("torch").get_num_threads()), ladder=True)
+            return self._beside
         if self._threads is None:
-            self._threads = ThreadChooser(require("torch").get_num_threads())
+            self._threads = ThreadChooser(require("torch").get_num_threads(), ladder=True)
         return self._threads
 
     def encode(
@@ -411,12 +436,14 @@ class SentenceTransformerEmbedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         self.model  # noqa: B018 - loaded before the thread count is chosen (it depends on the device)
         threads = self.threads_for(len(texts))
-        chosen = threads is not None and not self.torch_threads and not sharing_cores()
+        chosen = threads is not None and not self.torch_threads
+        beside = sharing_cores()
         start = time.perf_counter()
         with intra_op_threads(threads):
             out = self._encode(texts, batch_size=batch_size, show_progress_bar=show_progress_bar)
         if chosen:
-            self._chooser().record(threads, time.perf_counter() - start, sum(map(len, texts)))  # type: ignore[arg-type]
+            seconds = time.perf_counter() - start
+            self._chooser(beside=beside).record(threads, seconds, sum(map(len, texts)))  # type: ignore[arg-type]
         elif not self.torch_threads:
             self._chooser().warmed()  # a long call (an index build) warmed the model up too
         return out

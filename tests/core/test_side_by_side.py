@@ -6,8 +6,10 @@ import contextvars
 import multiprocessing
 import threading
 import time
+import types
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -184,6 +186,35 @@ def test_side_by_side_encodes_split_the_threads_one_encode_would_take(one_spare:
         ones = side_by_side(lambda: single.threads_for(3), lambda: single.threads_for(3))
         long = side_by_side(lambda: emb.threads_for(500), lambda: 0)  # a long call (an index build): unchanged
     assert (halves, ones, long) == ((2, 2), (1, 1), (4, 0))
+
+
+def test_side_by_side_encodes_of_the_librarys_choice_pick_among_the_counts_both_halves_fit(
+    one_spare: SpareThreads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch_threads unset: a short encode beside another picks its count by measured speed, among those up to
+    threads_beside(torch's count) (two cores: one; sixteen: 1, 2, 4 or 8), with a chooser of its own."""
+    torch = pytest.importorskip("torch")
+    emb = SentenceTransformerEmbedder("default")  # the model is not loaded for this
+    for cores, wide, options in ((2, 2, (1,)), (16, 16, (1, 2, 4, 8)), (16, 8, (1, 2, 4, 8))):
+        monkeypatch.setattr(_workers, "usable_cores", lambda cores=cores: cores)
+        monkeypatch.setattr(torch, "get_num_threads", lambda wide=wide: wide)
+        emb._beside = None
+        with spare_threads_allowed():
+            first = side_by_side(lambda: emb.threads_for(3), lambda: emb.threads_for(3))
+        assert emb._beside is not None and emb._beside.options == options, cores
+        assert set(first) <= set(options) and emb._threads is None  # the chooser alone is not asked
+    assert emb.threads_for(3) in emb._chooser().options and emb._threads is not None  # alone: the other one
+    # an encode's time goes to the chooser that picked its count
+    emb._model = types.SimpleNamespace(device="cpu")
+    monkeypatch.setattr(emb, "_encode", lambda texts, **kw: np.zeros((len(texts), 4), dtype=np.float32))
+    emb._beside, emb._threads = None, None
+    with spare_threads_allowed():
+        for _ in range(3):  # the first call of each chooser is its warm-up
+            side_by_side(lambda: emb.encode(["a message"]), lambda: emb.encode(["a request"]))
+    assert emb._beside is not None and emb._beside._cost and emb._threads is None
+    for _ in range(2):
+        emb.encode(["alone"])
+    assert emb._threads is not None and emb._threads._cost
 
 
 def test_faiss_searches_one_vector_on_one_thread_and_restores_the_count(

@@ -49,3 +49,17 @@ def test_the_warm_up_call_is_not_counted() -> None:
     built.warmed()  # an index build the chooser did not pick for warmed the model up
     built.record(1, 0.01, 100)
     assert built._cost == {1: 0.01 / 100}
+
+
+def test_the_ladder_tries_each_count_and_keeps_the_cheapest() -> None:
+    assert ThreadChooser(2, ladder=True).options == (1, 2)  # two cores: as without the ladder
+    assert ThreadChooser(6, ladder=True).options == (1, 2, 4, 6) and ThreadChooser(6).options == (1, 6)
+    assert ThreadChooser(1, ladder=True).options == (1,)
+    chooser = ThreadChooser(16, explore_every=8, warm_up=0, ladder=True)
+    cost = {1: 0.030, 2: 0.018, 4: 0.015, 8: 0.020, 16: 0.026}  # a short text: a few threads are best
+    picked = _run(chooser, cost, 160)
+    assert picked[:5] == [1, 2, 4, 8, 16]  # each measured once, one thread first
+    later = picked[5:]
+    assert later.count(4) >= len(later) - len(later) // 8 - 1  # then the cheapest, but for the periodic tries
+    tried = {t for i, t in enumerate(later) if t != 4}
+    assert tried == {1, 2, 8, 16}  # the tries visit every other count in turn

@@ -19,7 +19,7 @@ def test_without_settings_each_engine_is_its_preset() -> None:
     assert serial.parallel_requests is False and serial.stages == pipeline_config("default").stages
 
 
-def test_threads_and_index_change_only_the_dense_settings() -> None:
+def test_threads_index_and_device_change_only_the_dense_settings() -> None:
     for name in ("hybrid", "default", "default-serial"):
         plain = dl._config(name, None)
         cfg = dl._config(name, 2, "hnsw")
@@ -30,3 +30,5 @@ def test_threads_and_index_change_only_the_dense_settings() -> None:
         assert cfg.model_dump(exclude={"dense"}) == plain.model_dump(exclude={"dense"})
         only_index = dl._config(name, None, "hnsw")
         assert only_index.dense.index == "hnsw" and only_index.dense.torch_threads == plain.dense.torch_threads
+        on_cpu = dl._config(name, None, None, "cpu")
+        assert on_cpu.dense.device == "cpu" and on_cpu.dense.index == plain.dense.index
