@@ -113,6 +113,7 @@ def measure(
             beside.kill()
             beside.wait()
     p50 = {name: float(np.percentile(v, 50)) for name, v in times.items()}
+    chosen = {name: _thread_choice(engine) for name, engine in engines.items()}
     return {
         "queries": len(queries),
         "rounds": rounds,
@@ -125,7 +126,16 @@ def measure(
         **{f"{n}_p95_ms": round(float(np.percentile(v, 95)), 2) for n, v in times.items()},
         **{f"{n}_mean_ms": round(float(np.mean(times[n])), 2) for n in names},
         **{f"{n}_ratio_p50": round(p50[n] / p50["hybrid"], 3) for n in names[1:]},
+        **{f"{n}_threads": c for n, c in chosen.items() if c},
     }
+
+
+def _thread_choice(engine: Engine) -> dict[str, int]:
+    """The torch threads the engine's encoder settled on for a search's encode, alone and beside its requests:
+    the cheapest count each of its choosers measured (none where the threads are fixed or it has no chooser)."""
+    costs = getattr(engine.embedder, "thread_costs", None)
+    measured = costs() if costs is not None else {}
+    return {kind: min(c, key=c.__getitem__) for kind, c in measured.items() if c}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -271,6 +271,11 @@ class ThreadChooser:
                 return others[(self._calls // self.explore_every) % len(others)]  # each in turn
             return best
 
+    def costs(self) -> dict[int, float]:
+        """Each thread count's measured cost so far (seconds per character; counts not yet measured are absent)."""
+        with self._lock:
+            return dict(self._cost)
+
     def record(self, threads: int, seconds: float, work: int) -> None:
         """A call on ``threads`` threads took ``seconds`` for ``work`` characters of text."""
         cost = seconds / max(work, 1)
@@ -418,6 +423,12 @@ class SentenceTransformerEmbedder:
         if not on_cpu or n_texts > SHORT_CALL_TEXTS:
             return None
         return self._chooser().pick()
+
+    def thread_costs(self) -> dict[str, dict[int, float]]:
+        """What the choosers of short encodes measured (:meth:`ThreadChooser.costs`): ``"alone"`` and ``"beside"``
+        another encode; empty before any such encode (or with ``torch_threads`` set). For benchmarks and
+        diagnosis: the count in use is the cheapest of each."""
+        return {name: c.costs() for name, c in (("alone", self._threads), ("beside", self._beside)) if c is not None}
 
     def _chooser(self, *, beside: bool = False) -> ThreadChooser:
         """The chooser of a short call's threads alone, or ``beside`` another encode."""

@@ -215,6 +215,8 @@ def test_side_by_side_encodes_of_the_librarys_choice_pick_among_the_counts_both_
     for _ in range(2):
         emb.encode(["alone"])
     assert emb._threads is not None and emb._threads._cost
+    costs = emb.thread_costs()  # what a benchmark reads
+    assert set(costs) == {"alone", "beside"} and costs["beside"] == emb._beside.costs()
 
 
 def test_faiss_searches_one_vector_on_one_thread_and_restores_the_count(

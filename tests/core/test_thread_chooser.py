@@ -63,3 +63,14 @@ def test_the_ladder_tries_each_count_and_keeps_the_cheapest() -> None:
     assert later.count(4) >= len(later) - len(later) // 8 - 1  # then the cheapest, but for the periodic tries
     tried = {t for i, t in enumerate(later) if t != 4}
     assert tried == {1, 2, 8, 16}  # the tries visit every other count in turn
+
+
+def test_costs_are_a_copy_of_what_was_measured() -> None:
+    chooser = ThreadChooser(4, warm_up=0, ladder=True)
+    assert chooser.costs() == {}
+    chooser.record(1, 0.01, 100)
+    chooser.record(2, 0.004, 100)
+    costs = chooser.costs()
+    assert costs == {1: 0.01 / 100, 2: 0.004 / 100}
+    costs[1] = 0.0  # the caller's copy: the chooser keeps its own
+    assert chooser.costs()[1] == 0.01 / 100 and chooser.pick() == 4  # 4 not measured yet: tried next

@@ -32,3 +32,18 @@ def test_threads_index_and_device_change_only_the_dense_settings() -> None:
         assert only_index.dense.index == "hnsw" and only_index.dense.torch_threads == plain.dense.torch_threads
         on_cpu = dl._config(name, None, None, "cpu")
         assert on_cpu.dense.device == "cpu" and on_cpu.dense.index == plain.dense.index
+
+
+def test_the_thread_choice_is_the_cheapest_count_each_chooser_measured() -> None:
+    from toolrerank_plugins import Engine, EngineConfig
+    from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
+
+    engine = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+    assert dl._thread_choice(engine) == {}  # an encoder without choosers
+
+    class Measured(FakeEmbedder):
+        def thread_costs(self) -> dict[str, dict[int, float]]:
+            return {"alone": {1: 3.0, 2: 1.0, 4: 2.0}, "beside": {1: 1.0, 2: 1.5}}
+
+    engine = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=Measured())
+    assert dl._thread_choice(engine) == {"alone": 2, "beside": 1}
