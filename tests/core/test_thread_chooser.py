@@ -61,7 +61,7 @@ def test_the_ladder_tries_each_count_and_keeps_the_cheapest() -> None:
     assert picked[:5] == [1, 2, 4, 8, 16]  # each measured once, one thread first
     later = picked[5:]
     assert later.count(4) >= len(later) - len(later) // 8 - 1  # then the cheapest, but for the periodic tries
-    tried = {t for i, t in enumerate(later) if t != 4}
+    tried = {t for t in later if t != 4}
     assert tried == {1, 2, 8, 16}  # the tries visit every other count in turn
 
 
