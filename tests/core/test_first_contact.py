@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -127,15 +128,19 @@ def _run_on_a_terminal(argv: list[str]) -> tuple[int, str]:
 def test_index_shows_an_encoding_progress_bar_on_a_terminal(catalog_dir: Path, tmp_path: Path) -> None:
     pytest.importorskip("sentence_transformers")
     base = ["index", str(catalog_dir), "--pipeline", "dense"]
-    code, shown = _run_on_a_terminal([*base, "--out", str(tmp_path / "a")])
-    assert code == 0, shown[-2000:]
-    assert "indexing 10 APIs" in shown and re.search(r"Batches: +100%", shown), shown[-2000:]
-    code, quiet = _run_on_a_terminal([*base, "--out", str(tmp_path / "b"), "--quiet"])
-    assert code == 0 and "Batches" not in quiet and "indexing" not in quiet, quiet[-2000:]
-    # not a terminal: no bar either
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "toolrerank_plugins.cli", *base, "--out", str(tmp_path / "c")]
-    piped = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    with ThreadPoolExecutor(3) as pool:  # the three processes at once: each mostly loads libraries and MiniLM
+        on_terminal = pool.submit(_run_on_a_terminal, [*base, "--out", str(tmp_path / "a")])
+        quiet_run = pool.submit(_run_on_a_terminal, [*base, "--out", str(tmp_path / "b"), "--quiet"])
+        # not a terminal: no bar either
+        piped_run = pool.submit(subprocess.run, cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    code, shown = on_terminal.result()
+    assert code == 0, shown[-2000:]
+    assert "indexing 10 APIs" in shown and re.search(r"Batches: +100%", shown), shown[-2000:]
+    code, quiet = quiet_run.result()
+    assert code == 0 and "Batches" not in quiet and "indexing" not in quiet, quiet[-2000:]
+    piped = piped_run.result()
     assert piped.returncode == 0 and "Batches" not in piped.stderr and "indexing 10" not in piped.stderr
 
 
