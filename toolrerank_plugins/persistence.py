@@ -166,9 +166,12 @@ def _sync_tree_dirs(root: Path) -> None:
 
 
 # -- locks and stale temporaries -------------------------------------------------------------------
-def _try_lock(lock_file: Path, *, create: bool, blocking: bool, readonly: bool = False) -> int | None:
-    """An fd holding an exclusive flock on ``lock_file``, or None when another process holds it (or, with
-    ``create=False``, when the file does not exist). ``readonly`` opens it read-only (``flock`` needs no more)."""
+def _try_lock(
+    lock_file: Path, *, create: bool, blocking: bool, readonly: bool = False, shared: bool = False
+) -> int | None:
+    """An fd holding an exclusive (``shared``: a shared) flock on ``lock_file``, or None when another process
+    holds a conflicting one (or, with ``create=False``, when the file does not exist). ``readonly`` opens it
+    read-only (``flock`` needs no more)."""
     flags = (os.O_RDONLY if readonly else os.O_RDWR) | (os.O_CREAT if create else 0)
     try:
         fd = os.open(lock_file, flags, 0o666)
@@ -179,7 +182,7 @@ def _try_lock(lock_file: Path, *, create: bool, blocking: bool, readonly: bool =
     if _fcntl is None:  # pragma: no cover - not POSIX: no locking
         return fd
     try:
-        _fcntl.flock(fd, _fcntl.LOCK_EX | (0 if blocking else _fcntl.LOCK_NB))
+        _fcntl.flock(fd, (_fcntl.LOCK_SH if shared else _fcntl.LOCK_EX) | (0 if blocking else _fcntl.LOCK_NB))
     except BlockingIOError:
         os.close(fd)
         return None
@@ -296,15 +299,17 @@ def pin_version(version: Path) -> int | None:
     if _fcntl is None:  # pragma: no cover - not POSIX
         return None
     pin = version / PIN_FILE
-    try:
-        fd = os.open(pin, os.O_RDONLY)
+    try:  # None: no pin, or a save removing the version holds it
+        fd = _try_lock(pin, create=False, blocking=False, readonly=True, shared=True)
     except OSError:
         return None
+    if fd is None:
+        return None
     try:
-        _fcntl.flock(fd, _fcntl.LOCK_SH | _fcntl.LOCK_NB)
-        if os.fstat(fd).st_ino != os.stat(pin).st_ino:  # removed (and maybe made again) meanwhile
-            raise FileNotFoundError(pin)
-    except OSError:  # held by a save removing the version, or gone
+        same = os.fstat(fd).st_ino == os.stat(pin).st_ino  # else removed (and maybe made again) meanwhile
+    except OSError:  # gone
+        same = False
+    if not same:
         os.close(fd)
         return None
     return fd
@@ -787,15 +792,15 @@ def read_engine(
         pin = pin_version(root) if root != path else None  # the single-folder layout of earlier releases: none
         try:
             parts = _read_version(root, embedder=embedder, verify=verify, resources=resources)
-        except PersistenceError:
+        except BaseException as exc:
             if pin is not None:
                 os.close(pin)
-            if attempt + 1 < _READ_ATTEMPTS and _os_errors_named(path, version_dir, path) != root:
+            if (
+                isinstance(exc, PersistenceError)
+                and attempt + 1 < _READ_ATTEMPTS
+                and _os_errors_named(path, version_dir, path) != root
+            ):
                 continue  # a newer version was committed meanwhile
-            raise
-        except BaseException:
-            if pin is not None:
-                os.close(pin)
             raise
         parts.pin = pin
         return parts
