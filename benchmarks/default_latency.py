@@ -53,8 +53,8 @@ def _vectors(ds: str, cache_dir: Path | None, toolbench_engine: Path | None) -> 
 def _config(name: str, threads: int | None, index: str | None = None, device: str | None = None) -> Any:
     """The preset; ``default-serial`` is the default with every search on its calling thread alone
     (``parallel_requests=False``: the requests are not encoded on a spare thread). ``threads`` sets the torch
-    threads of every encode, ``index`` the dense index (``flat``, ``hnsw``) and ``device`` the encoder's device
-    (default: the preset's)."""
+    threads of every encode, ``index`` the dense index (``flat``, ``flat-fp16``, ``hnsw``) and ``device`` the
+    encoder's device (default: the preset's)."""
     preset, extra = ("default", {"parallel_requests": False}) if name == "default-serial" else (name, {})
     cfg = pipeline_config(preset, **extra)
     dense = {
@@ -147,7 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cache-dir", type=Path)
     ap.add_argument("--toolbench-engine", type=Path)
     ap.add_argument("--threads", type=int, help="torch intra-op threads of every encode (default: the library's)")
-    ap.add_argument("--index", choices=("flat", "hnsw"), help="every engine's dense index (default: the preset's)")
+    ap.add_argument(
+        "--index", choices=("flat", "flat-fp16", "hnsw"), help="every engine's dense index (default: the preset's)"
+    )
     ap.add_argument("--device", help="every engine's encoder device: cpu, cuda, mps (default: the preset's, auto)")
     ap.add_argument(
         "--neighbour",

@@ -135,6 +135,8 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default +tool_evidence": _with_stage("tool_evidence", after="multi_intent"),
     "default +and before a verb": _stage_param("multi_intent", "and_verbs", True),
     "default +comma before a verb": _stage_param("multi_intent", "comma_verbs", True),
+    # not a part: the dense index's vectors as 16-bit floats (a speed and memory option; the rankings should not move)
+    "default +fp16 vectors": _set(("dense", "index"), "flat-fp16"),
 }
 
 

@@ -5,12 +5,14 @@ for a while after the call (its default wait policy). This script times searches
 the batch a multi-request message makes without the spare thread) over a flat inner-product index, with a pause
 after each (as between an agent's searches), and reads the process's CPU time: what the spinning costs the other
 cores. ``DenseRetriever.search_vectors`` searches one vector on one thread because of it (docs/benchmarks.md, "The
-default at hybrid's cost?").
+default at hybrid's cost?"). ``--index flat flat-fp16`` times the index of ``DenseConfig(index="flat-fp16")`` (the
+vectors as 16-bit floats) beside the flat one, in the same run (docs/benchmarks.md, "Vectors as 16-bit floats").
 
 Usage::
 
     python benchmarks/faiss_one_vector.py --vectors 47427 --dim 384 --searches 200
     python benchmarks/faiss_one_vector.py --engine runs/engines/toolbench-hybrid   # a saved engine's vectors
+    python benchmarks/faiss_one_vector.py --engine runs/engines/toolbench-hybrid --index flat flat-fp16
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import resource
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,11 +33,21 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def measure(raw: np.ndarray, *, searches: int, pause_ms: float, k: int = 100) -> list[dict[str, float]]:
+def _index(faiss: Any, kind: str, dim: int) -> Any:
+    """The faiss index ``DenseConfig(index=kind)`` builds (flat or flat-fp16)."""
+    if kind == "flat-fp16":
+        return faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+    return faiss.IndexFlatIP(dim)
+
+
+def measure(
+    raw: np.ndarray, *, searches: int, pause_ms: float, k: int = 100, kinds: Sequence[str] = ("flat",)
+) -> list[dict[str, Any]]:
     import faiss
 
-    index = faiss.IndexFlatIP(raw.shape[1])
-    index.add(raw)
+    indexes = {kind: _index(faiss, kind, raw.shape[1]) for kind in kinds}
+    for index in indexes.values():
+        index.add(raw)
     rng = np.random.default_rng(0)
     queries = raw[rng.integers(0, len(raw), 3 * searches)]
     most = faiss.omp_get_max_threads()
@@ -42,23 +55,27 @@ def measure(raw: np.ndarray, *, searches: int, pause_ms: float, k: int = 100) ->
     for nq in (1, 3):
         for threads in sorted({1, most}):
             faiss.omp_set_num_threads(threads)
-            index.search(queries[:nq], k)  # warm-up
-            walls = []
-            cpu0 = _cpu()
+            for index in indexes.values():
+                index.search(queries[:nq], k)  # warm-up
+            walls: dict[str, list[float]] = {kind: [] for kind in indexes}
+            cpu = dict.fromkeys(indexes, 0.0)
             for i in range(searches):
-                t = time.perf_counter()
-                index.search(queries[i * nq : (i + 1) * nq], k)
-                walls.append((time.perf_counter() - t) * 1000)
-                time.sleep(pause_ms / 1000)
-            cpu = (_cpu() - cpu0) * 1000 / searches
-            rows.append(
-                {
-                    "vectors_per_search": nq,
-                    "threads": threads,
-                    "search_p50_ms": round(float(np.percentile(walls, 50)), 2),
-                    "cpu_ms_per_search": round(cpu, 2),
-                }
-            )
+                for kind, index in indexes.items():  # the kinds interleaved: the machine's load reaches each alike
+                    cpu0, t = _cpu(), time.perf_counter()
+                    index.search(queries[i * nq : (i + 1) * nq], k)
+                    walls[kind].append((time.perf_counter() - t) * 1000)
+                    time.sleep(pause_ms / 1000)  # the spinning after a search counts to it
+                    cpu[kind] += _cpu() - cpu0
+            for kind in indexes:
+                rows.append(
+                    {
+                        "index": kind,
+                        "vectors_per_search": nq,
+                        "threads": threads,
+                        "search_p50_ms": round(float(np.percentile(walls[kind], 50)), 2),
+                        "cpu_ms_per_search": round(cpu[kind] * 1000 / searches, 2),
+                    }
+                )
     faiss.omp_set_num_threads(most)
     return rows
 
@@ -70,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--searches", type=int, default=200)
     ap.add_argument("--pause-ms", type=float, default=5.0, help="an untimed pause after each search")
+    ap.add_argument("--index", nargs="+", choices=("flat", "flat-fp16"), default=["flat"], help="the indexes timed")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if args.engine:
@@ -79,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         raw = np.random.default_rng(0).standard_normal((args.vectors, args.dim)).astype(np.float32)
         raw /= np.linalg.norm(raw, axis=1, keepdims=True)
-    rows = measure(np.ascontiguousarray(raw), searches=args.searches, pause_ms=args.pause_ms)
+    rows = measure(np.ascontiguousarray(raw), searches=args.searches, pause_ms=args.pause_ms, kinds=args.index)
     for row in rows:
         print(json.dumps(row))
     if args.out:

@@ -16,14 +16,20 @@ from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
 pytest.importorskip("faiss")
 
 
-@pytest.mark.parametrize("index", ["flat", "hnsw"])
+@pytest.mark.parametrize("index", ["flat", "flat-fp16", "hnsw"])
 def test_one_copy_of_the_vectors_through_changes_and_a_save(index: str, tmp_path: Path) -> None:
     emb = FakeEmbedder()
     engine = Engine.build(tiny_catalog(), pipeline_config("dense", dense={"index": index}), embedder=emb)
     dense = engine.first_stage
     assert dense._emb is None  # type: ignore[attr-defined]
     expected = emb.encode([engine.render(engine.catalog[i]) for i in engine.catalog.ids])
+    if index == "flat-fp16":  # the index holds (and reads back) the 16-bit values; changes never round them again
+        rounded = expected.astype(np.float16).astype(np.float32)
+        assert not np.array_equal(rounded, expected)
+        expected = rounded
     np.testing.assert_allclose(dense.embeddings, expected, atol=1e-6)  # type: ignore[attr-defined]
+    if index != "hnsw":  # bytes a vector takes in the index: 4 a value, 2 as 16-bit floats
+        assert dense._index.sa_code_size() == emb.dimension * (2 if index == "flat-fp16" else 4)  # type: ignore[attr-defined]
     before = [r.id for r in engine.search("send an email", 5)]
     engine.add([ToolSpec(id="Food/Pizza/order", name="order_pizza", description="order a pizza")])
     engine.update([ToolSpec(id="Food/Pizza/order", name="order_pizza", description="order a calzone")])

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -105,6 +106,16 @@ def test_hnsw_index_option_finds_the_same_top_hit() -> None:
     flat = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
     q = "weather forecast for the coming days"
     assert engine.search(q, 1)[0].id == flat.search(q, 1)[0].id
+
+
+def test_fp16_index_option_ranks_as_flat_within_rounding() -> None:
+    cfg = EngineConfig(retriever="dense", dense={"index": "flat-fp16"})
+    half = Engine.build(tiny_catalog(), cfg, embedder=FakeEmbedder())
+    flat = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+    for q in ("weather forecast for the coming days", "send an email", "translate pizza orders"):
+        got, want = half.search(q, 5), flat.search(q, 5)
+        assert [r.id for r in got] == [r.id for r in want]
+        np.testing.assert_allclose([r.score for r in got], [r.score for r in want], atol=2e-3)
 
 
 def test_config_rejects_unknown_fields_and_stage_types() -> None:

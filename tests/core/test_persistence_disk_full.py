@@ -96,7 +96,7 @@ def _fill(fs: Path, leave_free: int) -> Path:
     return filler
 
 
-@pytest.mark.parametrize(("dim", "index"), [(32, "flat"), (384, "flat"), (256, "hnsw")])
+@pytest.mark.parametrize(("dim", "index"), [(32, "flat"), (384, "flat"), (384, "flat-fp16"), (256, "hnsw")])
 def test_a_full_tmpfs_is_a_save_error_whichever_file_meets_it(tiny_fs: Path, dim: int, index: str) -> None:
     # dim 32: faiss.index (1.3 KB) fits in stdio's buffer (the write failed only on close, silently);
     # dims 256 and 384: it does not (faiss raised RuntimeError mid-write)

@@ -1,0 +1,32 @@
+"""benchmarks/faiss_one_vector.py: every index kind asked for is timed, for one and three vectors a search."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import faiss_one_vector as fov  # noqa: E402
+
+pytest.importorskip("faiss")
+
+
+def test_each_kind_is_the_index_the_dense_config_builds_and_is_timed() -> None:
+    import faiss
+
+    from toolrerank_plugins.retrieval.dense import DenseConfig, DenseRetriever
+    from toolrerank_plugins.testing import FakeEmbedder
+
+    for kind in ("flat", "flat-fp16"):
+        built = DenseRetriever(DenseConfig(index=kind), embedder=FakeEmbedder())._make_index([], np.zeros((0, 8)), None)
+        assert type(fov._index(faiss, kind, 8)) is type(built)
+    raw = np.random.default_rng(0).standard_normal((300, 16)).astype(np.float32)
+    rows = fov.measure(raw, searches=3, pause_ms=0.0, k=5, kinds=("flat", "flat-fp16"))
+    assert {(r["index"], r["vectors_per_search"]) for r in rows} == {
+        (kind, nq) for kind in ("flat", "flat-fp16") for nq in (1, 3)
+    }
+    assert all(r["search_p50_ms"] > 0 for r in rows)
