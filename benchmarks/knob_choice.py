@@ -2,14 +2,15 @@
 
 ``transfer.py`` and ``transfer_fixed_point.py`` judge the default's parts, ``fusion_choice.py`` the agreement
 fusion's knobs. This script does the same for any other knobs: ``--knob SECTION.FIELD=V1,V2,...`` (repeatable;
-``SECTION`` a config section such as ``hybrid`` or a stage type such as ``multi_intent``, whose ``params`` it
-sets) spans a grid, and the default pipeline runs with every point of it on every dev catalog (as ``transfer.py``:
-the shared sets leak-free, 400 dev queries at most). The grid point equal to today's default is the baseline.
-For each catalog C the setting is chosen on the *other* catalogs: among the points that pass the transfer rule
-against the baseline there (no loss over 0.5 Recall@5 on a catalog where the point changes a query's Recall@5,
-gains on at least half of those), the largest mean gain; the baseline when none passes. The table shows what that
-choice did on C (paired bootstrap 95 % interval), and the last line the choice on all catalogs. A knob is
-confirmed when the choice on all catalogs is the default's own value.
+``SECTION`` a config section such as ``hybrid`` or a stage type such as ``multi_intent``, whose ``params`` it sets;
+a dotted ``FIELD`` such as ``expansion.window`` names a field of a nested setting) spans a grid, and the default
+pipeline runs with every point of it on every dev catalog (as ``transfer.py``: the shared sets leak-free, 400 dev
+queries at most). The grid point equal to today's default is the baseline. For each catalog C the setting is chosen
+on the *other* catalogs: among the points that pass the transfer rule against the baseline there (no loss over 0.5
+Recall@5 on a catalog where the point changes a query's Recall@5, gains on at least half of those), the largest mean
+gain; the baseline when none passes. The table shows what that choice did on C (paired bootstrap 95 % interval), and
+the last line the choice on all catalogs. A knob is confirmed when the choice on all catalogs is the default's own
+value.
 
 Usage::
 
@@ -62,31 +63,39 @@ def parse_knob(text: str) -> tuple[str, str, list[Any]]:
 
 
 def _set(data: dict[str, Any], section: str, field: str, value: Any) -> None:
-    """Set ``section.field`` in an EngineConfig dump: a config section's field, or a stage's param."""
+    """Set ``section.field`` in an EngineConfig dump: a config section's field, or a stage's param; a dotted
+    ``field`` (``expansion.window``) names a field of a nested setting."""
+    *path, last = field.split(".")
     stages = [s for s in data["stages"] if s["type"] == section]
     if stages:
-        for stage in stages:
-            stage.setdefault("params", {})[field] = value
+        targets = [stage.setdefault("params", {}) for stage in stages]
     elif isinstance(data.get(section), dict):
-        data[section][field] = value
+        targets = [data[section]]
     else:
         raise SystemExit(f"--knob {section}.{field}: the default has no stage or config section {section!r}")
+    for target in targets:
+        for key in path:
+            target = target.setdefault(key, {})
+        target[last] = value
 
 
 def _get(config: EngineConfig, section: str, field: str) -> Any:
-    """The value ``config`` resolves ``section.field`` to (a stage's params fill in its config's defaults)."""
+    """The value ``config`` resolves ``section.field`` to (a stage's params fill in its config's defaults; a
+    dotted ``field`` is followed into nested settings)."""
+    part: Any = None
     for stage in config.stages:
         if stage.type == section:
             from toolrerank_plugins.stages import get_stage_type
 
-            params = get_stage_type(section).config_model.model_validate(stage.params)
-            if not hasattr(params, field):
-                raise SystemExit(f"--knob {section}.{field}: the {section} stage has no parameter {field!r}")
-            return getattr(params, field)
-    part = getattr(config, section, None)
-    if part is None or not hasattr(part, field):
-        raise SystemExit(f"--knob {section}.{field}: the default has no stage or config field {section}.{field}")
-    return getattr(part, field)
+            part = get_stage_type(section).config_model.model_validate(stage.params)
+            break
+    else:
+        part = getattr(config, section, None)
+    for key in field.split("."):
+        if part is None or not hasattr(part, key):
+            raise SystemExit(f"--knob {section}.{field}: the default has no stage or config field {section}.{field}")
+        part = getattr(part, key)
+    return part
 
 
 def grid(knobs: Sequence[tuple[str, str, list[Any]]], base: EngineConfig | None = None) -> dict[str, EngineConfig]:

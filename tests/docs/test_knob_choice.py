@@ -44,6 +44,19 @@ def test_the_grid_labels_the_default_point_and_sets_stage_params_and_sections() 
             kc.grid([kc.parse_knob(unknown)])
 
 
+def test_a_dotted_field_sets_a_nested_setting_and_keeps_its_siblings() -> None:
+    default = pipeline_config("default")
+    (tgr,) = [s for s in default.stages if s.type == "tgr"]
+    window = tgr.params["expansion"]["window"]
+    cfgs = kc.grid([kc.parse_knob(f"tgr.expansion.window={window},{window + 1}")])
+    assert list(cfgs) == ["default", f"expansion.window={window + 1}"]
+    (edited,) = [s for s in cfgs[f"expansion.window={window + 1}"].stages if s.type == "tgr"]
+    assert edited.params["expansion"] == {**tgr.params["expansion"], "window": window + 1}
+    for unknown in ("tgr.expansion.no_such_field=1,2", "tgr.no_such_param.window=1,2", "hybrid.rrf_k.x=1,2"):
+        with pytest.raises(SystemExit):
+            kc.grid([kc.parse_knob(unknown)])
+
+
 def _results(per_catalog: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
     return {c: {"queries": [f"q{i}" for i in range(4)], "recall@5": runs} for c, runs in per_catalog.items()}
 
