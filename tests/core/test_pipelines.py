@@ -69,7 +69,7 @@ def test_every_preset_resolves_in_a_fresh_interpreter_without_the_cli() -> None:
     # transfer rule with the default's other parts (issue 29; benchmarks/transfer_fixed_point.py): options
     assert (default["bm25"]["tokenizer"], default["bm25"]["stemmer"]) == ("plain", None)
     assert [s["type"] for s in default["stages"]] == ["multi_intent", "tgr"]
-    assert default["stages"][0]["params"] == {"actions": False, "named_tools": False}
+    assert default["stages"][0]["params"] == {"actions": False, "named_tools": False, "min_words": 4}
     assert configs["hybrid+tgr"]["stages"][0]["params"] == {"expansion": {"enabled": True}}
     fast = configs["default-fast"]  # the default, with the requests matched lexically
     assert fast["stages"][0] == {

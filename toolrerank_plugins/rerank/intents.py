@@ -385,7 +385,12 @@ def split_requests(
 class MultiIntentConfig(ConfigModel):
     model_config = ConfigDict(extra="forbid")
 
-    min_words: int = Field(3, ge=1, description="a piece of the message with fewer words is not a request")
+    min_words: int = Field(
+        3,
+        ge=1,
+        description="a piece of the message with fewer words is not a request (the default pipeline sets 4: chosen "
+        "leaving one catalog out on fourteen dev catalogs: docs/benchmarks.md, on multi_intent's request length)",
+    )
     max_requests: int = Field(8, ge=2, description="at most this many requests are retrieved per message")
     and_max_words: int = Field(12, ge=0, description="a piece of at most this many words is also split at 'and'")
     lines: Literal["all", "asking"] = Field(
