@@ -33,11 +33,11 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _index(faiss: Any, kind: str, dim: int) -> Any:
+def _index(kind: str, dim: int) -> Any:
     """The faiss index ``DenseConfig(index=kind)`` builds (flat or flat-fp16)."""
-    if kind == "flat-fp16":
-        return faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
-    return faiss.IndexFlatIP(dim)
+    from toolrerank_plugins.retrieval.dense import DenseConfig, faiss_index
+
+    return faiss_index(DenseConfig(index=kind), dim)
 
 
 def measure(
@@ -45,7 +45,7 @@ def measure(
 ) -> list[dict[str, Any]]:
     import faiss
 
-    indexes = {kind: _index(faiss, kind, raw.shape[1]) for kind in kinds}
+    indexes = {kind: _index(kind, raw.shape[1]) for kind in kinds}
     for index in indexes.values():
         index.add(raw)
     rng = np.random.default_rng(0)

@@ -16,14 +16,14 @@ pytest.importorskip("faiss")
 
 
 def test_each_kind_is_the_index_the_dense_config_builds_and_is_timed() -> None:
-    import faiss
-
     from toolrerank_plugins.retrieval.dense import DenseConfig, DenseRetriever
     from toolrerank_plugins.testing import FakeEmbedder
 
-    for kind in ("flat", "flat-fp16"):
-        built = DenseRetriever(DenseConfig(index=kind), embedder=FakeEmbedder())._make_index([], np.zeros((0, 8)), None)
-        assert type(fov._index(faiss, kind, 8)) is type(built)
+    for kind, value_bytes in (("flat", 4), ("flat-fp16", 2)):
+        dense = DenseRetriever(DenseConfig(index=kind), embedder=FakeEmbedder(8))
+        built = dense._make_index([], np.zeros((0, 8)), None)
+        timed = fov._index(kind, 8)
+        assert type(timed) is type(built) and timed.sa_code_size() == built.sa_code_size() == 8 * value_bytes
     raw = np.random.default_rng(0).standard_normal((300, 16)).astype(np.float32)
     rows = fov.measure(raw, searches=3, pause_ms=0.0, k=5, kinds=("flat", "flat-fp16"))
     assert {(r["index"], r["vectors_per_search"]) for r in rows} == {

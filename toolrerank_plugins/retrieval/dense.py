@@ -71,6 +71,19 @@ class DenseConfig(ConfigModel):
     query_prefix: str = ""
 
 
+def faiss_index(config: DenseConfig, dim: int) -> Any:
+    """A new, empty inner-product faiss index of the kind ``config.index`` names, for ``dim``-d vectors."""
+    faiss = require("faiss")
+    if config.index == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = config.hnsw_ef_construction
+        index.hnsw.efSearch = config.hnsw_ef_search
+        return index
+    if config.index == "flat-fp16":  # needs no training; its vectors read back as the fp16 values
+        return faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
+    return faiss.IndexFlatIP(dim)
+
+
 def make_encoder(config: DenseConfig) -> Embedder:
     """The encoder a :class:`DenseConfig` names (its ``backend``)."""
     if config.backend == "torch":
@@ -351,15 +364,7 @@ class DenseRetriever(FirstStage):
         if self.config.faiss_threads:
             faiss.omp_set_num_threads(self.config.faiss_threads)
         emb = self._transformed(ids, raw, transform)
-        dim = emb.shape[1] if emb.size else self.embedder.dimension
-        if self.config.index == "hnsw":
-            index = faiss.IndexHNSWFlat(dim, self.config.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = self.config.hnsw_ef_construction
-            index.hnsw.efSearch = self.config.hnsw_ef_search
-        elif self.config.index == "flat-fp16":  # needs no training; its vectors read back as the fp16 values
-            index = faiss.IndexScalarQuantizer(dim, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT)
-        else:
-            index = faiss.IndexFlatIP(dim)
+        index = faiss_index(self.config, emb.shape[1] if emb.size else self.embedder.dimension)
         if len(emb):
             index.add(emb)
         return index
