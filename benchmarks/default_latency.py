@@ -50,17 +50,20 @@ def _vectors(ds: str, cache_dir: Path | None, toolbench_engine: Path | None) -> 
     return _cache(cache_dir, ds)
 
 
-def _config(name: str, threads: int | None, index: str | None = None, device: str | None = None) -> Any:
+def _config(
+    name: str, threads: int | None, index: str | None = None, device: str | None = None, scan: str | None = None
+) -> Any:
     """The preset; ``default-serial`` is the default with every search on its calling thread alone
     (``parallel_requests=False``: the requests are not encoded on a spare thread). ``threads`` sets the torch
-    threads of every encode, ``index`` the dense index (``flat``, ``flat-fp16``, ``hnsw``) and ``device`` the
-    encoder's device (default: the preset's)."""
+    threads of every encode, ``index`` the dense index (``flat``, ``flat-fp16``, ``hnsw``), ``scan`` how a flat
+    index is searched (``auto``, ``faiss``) and ``device`` the encoder's device (default: the preset's)."""
     preset, extra = ("default", {"parallel_requests": False}) if name == "default-serial" else (name, {})
     cfg = pipeline_config(preset, **extra)
     dense = {
         **({} if threads is None else {"torch_threads": threads}),
         **({} if index is None else {"index": index}),
         **({} if device is None else {"device": device}),
+        **({} if scan is None else {"scan": scan}),
     }
     if not dense:
         return cfg
@@ -78,6 +81,7 @@ def measure(
     threads: int | None = None,
     index: str | None = None,
     device: str | None = None,
+    scan: str | None = None,
     neighbour: bool = False,
     pipelines: Sequence[str] = PIPELINES,
     gap_ms: float = 0.0,
@@ -88,7 +92,8 @@ def measure(
     cache = _vectors(ds, cache_dir, toolbench_engine)
     names = ("hybrid", *(n for n in pipelines if n != "hybrid"))
     engines = {
-        name: Engine.build(catalog, _config(name, threads, index, device), embedding_cache=cache) for name in names
+        name: Engine.build(catalog, _config(name, threads, index, device, scan), embedding_cache=cache)
+        for name in names
     }
     for engine in engines.values():  # warm-up: models loaded, caches filled
         for q in queries[:20]:
@@ -121,6 +126,7 @@ def measure(
         "gap_ms": gap_ms,
         "index": index or "preset",
         "device": device or "preset",
+        "scan": scan or "preset",
         "threads": threads,
         **{f"{n}_p50_ms": round(v, 2) for n, v in p50.items()},
         **{f"{n}_p95_ms": round(float(np.percentile(v, 95)), 2) for n, v in times.items()},
@@ -150,6 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--index", choices=("flat", "flat-fp16", "hnsw"), help="every engine's dense index (default: the preset's)"
     )
+    ap.add_argument(
+        "--scan", choices=("auto", "faiss"), help="how every engine searches a flat index (default: the preset's)"
+    )
     ap.add_argument("--device", help="every engine's encoder device: cpu, cuda, mps (default: the preset's, auto)")
     ap.add_argument(
         "--neighbour",
@@ -172,6 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             threads=args.threads,
             index=args.index,
             device=args.device,
+            scan=args.scan,
             neighbour=args.neighbour,
             pipelines=args.pipelines,
             gap_ms=args.gap_ms,

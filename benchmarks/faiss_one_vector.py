@@ -6,13 +6,17 @@ the batch a multi-request message makes without the spare thread) over a flat in
 after each (as between an agent's searches), and reads the process's CPU time: what the spinning costs the other
 cores. ``DenseRetriever.search_vectors`` searches one vector on one thread because of it (docs/benchmarks.md, "The
 default at hybrid's cost?"). ``--index flat flat-fp16`` times the index of ``DenseConfig(index="flat-fp16")`` (the
-vectors as 16-bit floats) beside the flat one, in the same run (docs/benchmarks.md, "Vectors as 16-bit floats").
+vectors as 16-bit floats) beside the flat one, in the same run (docs/benchmarks.md, "Vectors as 16-bit floats");
+``flat-auto`` the flat index searched as ``DenseConfig(scan="auto")`` searches it (torch loaded): the exact top k
+ordered by score then row, its candidates from one matrix product for several vectors, from faiss for one
+(docs/benchmarks.md, "One pass for a message and its requests").
 
 Usage::
 
     python benchmarks/faiss_one_vector.py --vectors 47427 --dim 384 --searches 200
     python benchmarks/faiss_one_vector.py --engine runs/engines/toolbench-hybrid   # a saved engine's vectors
     python benchmarks/faiss_one_vector.py --engine runs/engines/toolbench-hybrid --index flat flat-fp16
+    python benchmarks/faiss_one_vector.py --engine runs/engines/toolbench-hybrid --index flat flat-auto
 """
 
 from __future__ import annotations
@@ -34,10 +38,28 @@ def _cpu() -> float:
 
 
 def _index(kind: str, dim: int) -> Any:
-    """The faiss index ``DenseConfig(index=kind)`` builds (flat or flat-fp16)."""
+    """The faiss index ``DenseConfig(index=kind)`` builds (flat or flat-fp16; flat-auto: flat)."""
     from toolrerank_plugins.retrieval.dense import DenseConfig, faiss_index
 
-    return faiss_index(DenseConfig(index=kind), dim)
+    return faiss_index(DenseConfig(index="flat" if kind == "flat-auto" else kind), dim)
+
+
+def _searcher(kind: str, index: Any) -> Any:
+    """``search(vectors, k, threads)`` as the dense retriever runs it for ``kind``."""
+    import faiss
+
+    if kind == "flat-auto":
+        import torch  # noqa: F401  (the matrix product runs only where torch is loaded)
+
+        from toolrerank_plugins.retrieval.dense import exact_search
+
+        return lambda x, k, threads: exact_search(index, x, k, threads)
+
+    def search(x: np.ndarray, k: int, threads: int) -> Any:
+        faiss.omp_set_num_threads(threads)
+        return index.search(x, k)
+
+    return search
 
 
 def measure(
@@ -48,21 +70,21 @@ def measure(
     indexes = {kind: _index(kind, raw.shape[1]) for kind in kinds}
     for index in indexes.values():
         index.add(raw)
+    searchers = {kind: _searcher(kind, index) for kind, index in indexes.items()}
     rng = np.random.default_rng(0)
     queries = raw[rng.integers(0, len(raw), 3 * searches)]
     most = faiss.omp_get_max_threads()
     rows = []
     for nq in (1, 3):
         for threads in sorted({1, most}):
-            faiss.omp_set_num_threads(threads)
-            for index in indexes.values():
-                index.search(queries[:nq], k)  # warm-up
+            for search in searchers.values():
+                search(queries[:nq], k, threads)  # warm-up
             walls: dict[str, list[float]] = {kind: [] for kind in indexes}
             cpu = dict.fromkeys(indexes, 0.0)
             for i in range(searches):
-                for kind, index in indexes.items():  # the kinds interleaved: the machine's load reaches each alike
+                for kind, search in searchers.items():  # the kinds interleaved: the machine's load reaches each alike
                     cpu0, t = _cpu(), time.perf_counter()
-                    index.search(queries[i * nq : (i + 1) * nq], k)
+                    search(queries[i * nq : (i + 1) * nq], k, threads)
                     walls[kind].append((time.perf_counter() - t) * 1000)
                     time.sleep(pause_ms / 1000)  # the spinning after a search counts to it
                     cpu[kind] += _cpu() - cpu0
@@ -87,7 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--dim", type=int, default=384)
     ap.add_argument("--searches", type=int, default=200)
     ap.add_argument("--pause-ms", type=float, default=5.0, help="an untimed pause after each search")
-    ap.add_argument("--index", nargs="+", choices=("flat", "flat-fp16"), default=["flat"], help="the indexes timed")
+    ap.add_argument(
+        "--index", nargs="+", choices=("flat", "flat-fp16", "flat-auto"), default=["flat"], help="the indexes timed"
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if args.engine:

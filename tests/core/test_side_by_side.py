@@ -230,7 +230,8 @@ def test_faiss_searches_one_vector_on_one_thread_and_restores_the_count(
 
     assert [_search_threads(n, 4, s) for n, s in ((1, False), (1, True), (3, False), (3, True))] == [1, 1, 4, 2]
     assert _search_threads(3, 1, True) == 1
-    engine = Engine.build(tiny_catalog(), EngineConfig(retriever="dense"), embedder=FakeEmbedder())
+    cfg = EngineConfig(retriever="dense", dense={"scan": "faiss"})  # "auto" multiplies in torch (test_matmul_scan)
+    engine = Engine.build(tiny_catalog(), cfg, embedder=FakeEmbedder())
     dense = engine.first_stage
     vectors = FakeEmbedder().encode(["send an email", "weather forecast", "find a hotel"])
     before = faiss.omp_get_max_threads()

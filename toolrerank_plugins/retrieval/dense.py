@@ -6,8 +6,10 @@ import copy as _copy
 import hashlib
 import json
 import logging
+import sys
 import threading
 import tokenize
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,7 +23,7 @@ from toolrerank_plugins._atomic import npy_bytes, write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins._workers import sharing_cores, threads_beside
-from toolrerank_plugins.encoders import Embedder, SentenceTransformerEmbedder
+from toolrerank_plugins.encoders import Embedder, SentenceTransformerEmbedder, intra_op_threads
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit, split_by_counts
 
@@ -59,6 +61,15 @@ class DenseConfig(ConfigModel):
     hnsw_m: int = Field(32, ge=4, le=1024)
     hnsw_ef_search: int = Field(128, ge=8, le=2**31 - 1)
     hnsw_ef_construction: int = Field(200, ge=8, le=2**31 - 1)
+    scan: Literal["auto", "faiss"] = Field(
+        "auto",
+        description="how a flat index is searched. auto: the exact top k, ordered by score then row, whatever else "
+        "the call searches (a message alone or beside its requests): candidates from one float32 matrix product "
+        "(torch, where the process has loaded it: the torch encoder does) for several vectors, from faiss for one, "
+        "scored again in float64; faiss: faiss's own search and tie order, which reads every stored vector once per "
+        "query vector (a multi-request message's search about four times: docs/benchmarks.md, 'One pass for a "
+        "message and its requests'). flat-fp16 and hnsw always search with faiss",
+    )
     faiss_threads: int | None = Field(None, ge=1, description="faiss OpenMP threads (None: faiss default)")
     torch_threads: int | None = Field(
         None,
@@ -147,6 +158,104 @@ def _search_threads(n_vectors: int, threads: int, sharing: bool) -> int:
     if n_vectors <= 1:
         return 1
     return threads_beside(threads) if sharing else threads
+
+
+#: searches of more query vectors than this take their candidates from faiss (one matrix product holds a score for
+#: every stored vector and query; faiss multiplies blocks of them)
+MATMUL_MAX_QUERIES = 64
+#: candidates past k that faiss returns for :func:`exact_search` to check the boundary with
+_MARGIN = 16
+_ROW_NORMS: weakref.WeakKeyDictionary[Any, tuple[int, float]] = weakref.WeakKeyDictionary()
+_NORMS_LOCK = threading.Lock()
+
+
+def _max_row_norm(index: Any, stored: np.ndarray) -> float:
+    """The largest norm among a flat index's vectors, kept per index object (indexes are never changed in place:
+    every change builds a new one; the count is checked all the same)."""
+    with _NORMS_LOCK:
+        known = _ROW_NORMS.get(index)
+    if known is not None and known[0] == len(stored):
+        return known[1]
+    value = float(np.sqrt(np.max(np.einsum("nd,nd->n", stored, stored), initial=0.0)))
+    with _NORMS_LOCK:
+        _ROW_NORMS[index] = (len(stored), value)
+    return value
+
+
+def _ieee_float32(torch: Any) -> bool:
+    """Whether torch multiplies float32 matrices in float32 (a process may let it round them to bfloat16 or
+    TF32: ``torch.set_float32_matmul_precision``), which the rounding bound of :func:`exact_search` assumes."""
+    try:
+        mkldnn = torch.backends.mkldnn.matmul.fp32_precision
+    except AttributeError:  # an older torch: the one setting below
+        mkldnn = "none"
+    return bool(torch.get_float32_matmul_precision() == "highest" and mkldnn in ("none", "ieee"))
+
+
+def _matmul_candidates(
+    torch: Any, stored: np.ndarray, vectors: np.ndarray, k: int, slack: np.ndarray, threads: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(query, row) pairs whose float32 score is at least the query's k-th minus ``slack``: every query's scores in
+    one matrix product (faiss reads every stored vector once per query vector)."""
+    with intra_op_threads(threads):
+        scores = torch.from_numpy(vectors) @ torch.from_numpy(stored).T
+        kth = torch.topk(scores, k, dim=1).values[:, -1].double()
+        floor = (kth - torch.from_numpy(slack)).to(scores.dtype)  # float32, at most the k-th score
+        queries, rows = torch.nonzero(scores >= floor[:, None], as_tuple=True)
+    return queries.numpy(), rows.numpy()
+
+
+def _faiss_candidates(
+    faiss: Any, index: Any, stored: np.ndarray, vectors: np.ndarray, k: int, slack: np.ndarray, threads: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The same pairs as :func:`_matmul_candidates`, from faiss's top k + :data:`_MARGIN`: enough wherever the last
+    of them scores below the floor (no row it left out can reach it); else that query's every row is scored."""
+    n = len(stored)
+    m = min(k + _MARGIN, n)
+    before = faiss.omp_get_max_threads()
+    with _faiss_threads(faiss, threads, before):
+        scores, found = index.search(vectors, m)
+    floor = (scores[:, k - 1].astype(np.float64) - slack).astype(np.float32)  # at most the k-th score
+    queries, rows = [], []
+    for i, vector in enumerate(vectors):
+        if m < n and scores[i, m - 1] >= floor[i]:  # ties or near-ties past the margin: every row's score
+            picked = np.flatnonzero(stored @ vector >= floor[i])
+        else:
+            picked = found[i][scores[i] >= floor[i]]
+        queries.append(np.full(len(picked), i))
+        rows.append(picked)
+    return np.concatenate(queries), np.concatenate(rows)
+
+
+def exact_search(index: Any, vectors: np.ndarray, k: int, threads: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The top ``k`` rows of a flat inner-product ``index`` for each of ``vectors`` (1 <= k <= its size), with their
+    float64 scores, ordered by score, then row; a query's results depend neither on the other queries of the call
+    nor on how its float32 scores were summed.
+
+    Candidates: every row whose float32 score could be among the top ``k``, i.e. within twice the float32 rounding
+    bound of the ``k``-th (ties included). Several vectors with torch loaded already (the torch encoder loads it):
+    one matrix product on ``threads`` torch threads, where faiss would read every stored vector once per query
+    vector. Otherwise faiss's own search (``threads`` OpenMP threads) and a check of its boundary. The candidates are
+    scored again exactly, in float64. None (faiss's search stands) where a vector is not finite."""
+    if not np.isfinite(vectors).all() or not 1 <= k <= index.ntotal or len(vectors) == 0:
+        return None
+    faiss = require("faiss")
+    n, d = int(index.ntotal), int(index.d)
+    stored = faiss.rev_swig_ptr(index.get_xb(), n * d).reshape(n, d)  # a view: no copy
+    # |float32 dot - dot| <= gamma_d * |x| * |y| (Cauchy-Schwarz), gamma_d = d u / (1 - d u), u = 2^-24
+    gamma = d * 2.0**-24 / (1 - d * 2.0**-24)
+    slack = 2 * gamma * np.linalg.norm(vectors.astype(np.float64), axis=1) * _max_row_norm(index, stored)
+    torch = sys.modules.get("torch")
+    several = 2 <= len(vectors) <= MATMUL_MAX_QUERIES
+    if several and torch is not None and hasattr(torch, "topk") and _ieee_float32(torch):
+        queries, rows = _matmul_candidates(torch, stored, vectors, k, slack, threads)
+    else:
+        queries, rows = _faiss_candidates(faiss, index, stored, vectors, k, slack, threads)
+    exact = (stored[rows].astype(np.float64) * vectors[queries].astype(np.float64)).sum(axis=1)
+    order = np.lexsort((rows, -exact, queries))  # by query, then score (descending), then row
+    starts = np.searchsorted(queries[order], np.arange(len(vectors)))
+    take = order[(starts[:, None] + np.arange(k)).ravel()].reshape(len(vectors), k)
+    return exact[take], rows[take]
 
 
 @contextmanager
@@ -447,8 +556,14 @@ class DenseRetriever(FirstStage):
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         faiss = require("faiss")
         before = faiss.omp_get_max_threads()
-        with _faiss_threads(faiss, _search_threads(len(vectors), before, sharing_cores()), before):
-            scores, rows = index.search(vectors, k)
+        threads = _search_threads(len(vectors), before, sharing_cores())
+        found = None
+        if self.config.scan == "auto" and self.config.index == "flat" and isinstance(index, faiss.IndexFlatIP):
+            found = exact_search(index, vectors, k, threads)
+        if found is None:
+            with _faiss_threads(faiss, threads, before):
+                found = index.search(vectors, k)
+        scores, rows = found
         return [[Hit(ids[r], float(s)) for r, s in zip(row_r, row_s) if r >= 0] for row_r, row_s in zip(rows, scores)]
 
     # -- persistence -----------------------------------------------------------------------------

@@ -1,0 +1,153 @@
+"""A flat index searched as ``DenseConfig(scan="auto")`` searches it: the exact top k, ordered by score then row,
+whatever else the call searches and whichever way the candidates were found (one torch matrix product for several
+vectors, faiss's own search otherwise)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from tests._fuzz import FUZZ
+from toolrerank_plugins import Engine
+from toolrerank_plugins.pipelines import pipeline_config
+from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
+
+faiss = pytest.importorskip("faiss")
+torch = pytest.importorskip("torch")
+from toolrerank_plugins.retrieval import dense as dense_module  # noqa: E402
+from toolrerank_plugins.retrieval.dense import exact_search  # noqa: E402
+
+
+def _index(stored: np.ndarray) -> Any:
+    index = faiss.IndexFlatIP(stored.shape[1])
+    index.add(np.ascontiguousarray(stored, dtype=np.float32))
+    return index
+
+
+def _reference(stored: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top k by the float64 score, ties by row."""
+    scores = stored.astype(np.float64) @ query.astype(np.float64)
+    rows = np.lexsort((np.arange(len(stored)), -scores))[:k]
+    return scores[rows], rows
+
+
+@pytest.fixture
+def paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The candidate path each exact_search call took."""
+    taken: list[str] = []
+    for name in ("_matmul_candidates", "_faiss_candidates"):
+        real = getattr(dense_module, name)
+
+        def recording(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            taken.append(_name.strip("_").split("_")[0])
+            return _real(*args)
+
+        monkeypatch.setattr(dense_module, name, recording)
+    return taken
+
+
+def test_the_exact_top_k_ties_by_row_and_each_query_as_if_alone(paths: list[str]) -> None:
+    rng = np.random.default_rng(3)
+    stored = rng.standard_normal((3000, 48)).astype(np.float32)
+    stored[2000:2040] = stored[7]  # forty copies of one row: ties far past k + the margin
+    stored /= np.linalg.norm(stored, axis=1, keepdims=True)
+    queries = np.concatenate([stored[[7, 100]], rng.standard_normal((3, 48)).astype(np.float32)])
+    index = _index(stored)
+    found = exact_search(index, queries, 25, 1)
+    assert found is not None and paths == ["matmul"]
+    scores, rows = found
+    assert scores.shape == rows.shape == (5, 25)
+    for i, q in enumerate(queries):
+        want_scores, want_rows = _reference(stored, q, 25)
+        assert rows[i].tolist() == want_rows.tolist()
+        np.testing.assert_allclose(scores[i], want_scores, rtol=0, atol=1e-12)
+        alone = exact_search(index, queries[i : i + 1], 25, 1)  # one vector: faiss's candidates
+        assert alone is not None and alone[1][0].tolist() == rows[i].tolist()
+        assert alone[0][0].tolist() == scores[i].tolist()  # bit for bit: how it was found does not matter
+    assert paths == ["matmul"] + ["faiss"] * 5
+    assert rows[0].tolist()[:25] == [7, *range(2000, 2024)]  # the copies tie with row 7: lowest rows first
+    faiss_scores, faiss_rows = index.search(queries, 25)
+    for i in range(1, 5):  # the same rows as faiss's own search (which orders ties its own way)
+        assert set(faiss_rows[i]) == set(rows[i])
+        np.testing.assert_allclose(faiss_scores[i], scores[i], atol=1e-5)
+
+
+@FUZZ
+@given(
+    st.integers(1, 40).flatmap(
+        lambda n: st.tuples(
+            hnp.arrays(np.float32, (n, 6), elements=st.floats(-1e3, 1e3, width=32)),
+            hnp.arrays(np.float32, st.tuples(st.integers(1, 5), st.just(6)), elements=st.floats(-1e3, 1e3, width=32)),
+            st.integers(1, n),
+        )
+    )
+)
+def test_generated_vectors_give_the_reference_top_k_both_ways(case: tuple[np.ndarray, np.ndarray, int]) -> None:
+    """Any finite vectors, near-ties and exact ties (hypothesis repeats values), zero vectors, any k; each query
+    alone (faiss's candidates) and all in one call (the matrix product where there are several)."""
+    stored, queries, k = case
+    index = _index(stored)
+    together = exact_search(index, queries, k, 1)
+    assert together is not None
+    for i, q in enumerate(queries):
+        want_scores, want_rows = _reference(stored, q, k)
+        alone = exact_search(index, queries[i : i + 1], k, 1)
+        assert alone is not None
+        for scores, rows in ((together[0][i], together[1][i]), (alone[0][0], alone[1][0])):
+            assert rows.tolist() == want_rows.tolist()
+            np.testing.assert_allclose(scores, want_scores, rtol=1e-12, atol=1e-9)
+
+
+def test_faiss_finds_the_candidates_where_the_product_cannot(paths: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(5)
+    stored = rng.standard_normal((200, 8)).astype(np.float32)
+    index = _index(stored)
+    queries = rng.standard_normal((3, 8)).astype(np.float32)
+    want = exact_search(index, queries, 5, 1)
+    assert want is not None and paths == ["matmul"]
+    many = np.repeat(queries, 22, axis=0)  # 66 vectors: past MATMUL_MAX_QUERIES
+    got = exact_search(index, many, 5, 1)
+    assert got is not None and paths[-1] == "faiss" and (got[1][::22] == want[1]).all()
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")  # products may round to bfloat16: the bound does not hold
+    try:
+        got = exact_search(index, queries, 5, 1)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert got is not None and paths[-1] == "faiss" and (got[0] == want[0]).all() and (got[1] == want[1]).all()
+    monkeypatch.delitem(sys.modules, "torch")  # a process that never loaded torch does not load it for a search
+    got = exact_search(index, queries, 5, 1)
+    assert got is not None and paths[-1] == "faiss" and (got[0] == want[0]).all() and (got[1] == want[1]).all()
+    assert "torch" not in sys.modules
+    assert exact_search(index, np.full((1, 8), np.nan, dtype=np.float32), 3, 1) is None  # faiss's search stands
+    assert exact_search(index, queries, 201, 1) is None  # k past the index: faiss's search pads with -1
+
+
+@pytest.mark.parametrize("scan", ["auto", "faiss"])
+def test_the_retriever_scans_as_its_config_says(scan: str, paths: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    emb = FakeEmbedder()
+    engine = Engine.build(tiny_catalog(), pipeline_config("dense", dense={"scan": scan}), embedder=emb)
+    dense = engine.first_stage
+    threads: list[int] = []
+    real = dense_module.exact_search
+
+    def recording(index: Any, vectors: np.ndarray, k: int, n_threads: int) -> Any:
+        threads.append(n_threads)
+        return real(index, vectors, k, n_threads)
+
+    monkeypatch.setattr(dense_module, "exact_search", recording)
+    vectors = emb.encode(["send an email", "weather forecast", "find a hotel"])
+    many = dense.search_vectors(vectors, 4)  # type: ignore[attr-defined]
+    one = dense.search_vectors(vectors[1:2], 4)  # type: ignore[attr-defined]
+    assert one == many[1:2]  # the same hits and scores, alone or beside other queries (either way)
+    before = faiss.omp_get_max_threads()
+    assert (threads, paths) == (([before, 1], ["matmul", "faiss"]) if scan == "auto" else ([], []))
+    ranked = {tuple(h.id for h in hits) for hits in many}
+    monkeypatch.setattr(dense.config, "scan", "faiss" if scan == "auto" else "auto")  # type: ignore[attr-defined]
+    assert {tuple(h.id for h in hits) for hits in dense.search_vectors(vectors, 4)} == ranked  # type: ignore[attr-defined]
