@@ -558,7 +558,7 @@ class DenseRetriever(FirstStage):
         before = faiss.omp_get_max_threads()
         threads = _search_threads(len(vectors), before, sharing_cores())
         found = None
-        if self.config.scan == "auto" and self.config.index == "flat" and isinstance(index, faiss.IndexFlatIP):
+        if self.config.scan == "auto" and isinstance(index, faiss.IndexFlatIP):  # index="flat" builds this kind
             found = exact_search(index, vectors, k, threads)
         if found is None:
             with _faiss_threads(faiss, threads, before):
