@@ -157,7 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--index", choices=("flat", "flat-fp16", "hnsw"), help="every engine's dense index (default: the preset's)"
     )
     ap.add_argument(
-        "--scan", choices=("auto", "faiss"), help="how every engine searches a flat index (default: the preset's)"
+        "--scan",
+        choices=("auto", "bfloat16", "faiss"),
+        help="how every engine searches a flat index (default: the preset's)",
     )
     ap.add_argument("--device", help="every engine's encoder device: cpu, cuda, mps (default: the preset's, auto)")
     ap.add_argument(

@@ -8,15 +8,16 @@ cores. ``DenseRetriever.search_vectors`` searches one vector on one thread becau
 default at hybrid's cost?"). ``--index flat flat-fp16`` times the index of ``DenseConfig(index="flat-fp16")`` (the
 vectors as 16-bit floats) beside the flat one, in the same run (docs/benchmarks.md, "Vectors as 16-bit floats");
 ``flat-auto`` the flat index searched as ``DenseConfig(scan="auto")`` searches it (torch loaded): the exact top k
-ordered by score then row, its candidates from one matrix product for several vectors, from faiss for one
-(docs/benchmarks.md, "One pass for a message and its requests").
+ordered by score then row, its candidates from one float32 matrix product for several vectors, from faiss for one
+(docs/benchmarks.md, "One pass for a message and its requests"); ``flat-bfloat16`` as ``scan="bfloat16"`` does:
+the candidates from one bfloat16 product, one vector's too (docs/benchmarks.md, "Half the bytes per scan").
 
 Usage::
 
     python benchmarks/faiss_one_vector.py --vectors 47427 --dim 384 --searches 200
     python benchmarks/faiss_one_vector.py --engine runs/engines/toolbench-hybrid   # a saved engine's vectors
     python benchmarks/faiss_one_vector.py --engine runs/engines/toolbench-hybrid --index flat flat-fp16
-    python benchmarks/faiss_one_vector.py --engine runs/engines/toolbench-hybrid --index flat flat-auto
+    python benchmarks/faiss_one_vector.py --engine runs/engines/toolbench-hybrid --index flat flat-auto flat-bfloat16
 """
 
 from __future__ import annotations
@@ -38,22 +39,23 @@ def _cpu() -> float:
 
 
 def _index(kind: str, dim: int) -> Any:
-    """The faiss index ``DenseConfig(index=kind)`` builds (flat or flat-fp16; flat-auto: flat)."""
+    """The faiss index ``DenseConfig(index=kind)`` builds (flat or flat-fp16; flat-auto and flat-bfloat16: flat)."""
     from toolrerank_plugins.retrieval.dense import DenseConfig, faiss_index
 
-    return faiss_index(DenseConfig(index="flat" if kind == "flat-auto" else kind), dim)
+    return faiss_index(DenseConfig(index="flat-fp16" if kind == "flat-fp16" else "flat"), dim)
 
 
 def _searcher(kind: str, index: Any) -> Any:
     """``search(vectors, k, threads)`` as the dense retriever runs it for ``kind``."""
     import faiss
 
-    if kind == "flat-auto":
-        import torch  # noqa: F401  (the matrix product runs only where torch is loaded)
+    if kind in ("flat-auto", "flat-bfloat16"):
+        import torch  # noqa: F401  (the matrix products run only where torch is loaded)
 
         from toolrerank_plugins.retrieval.dense import exact_search
 
-        return lambda x, k, threads: exact_search(index, x, k, threads)
+        bf16 = kind == "flat-bfloat16"
+        return lambda x, k, threads: exact_search(index, x, k, threads, bfloat16=bf16)
 
     def search(x: np.ndarray, k: int, threads: int) -> Any:
         faiss.omp_set_num_threads(threads)
@@ -110,7 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--searches", type=int, default=200)
     ap.add_argument("--pause-ms", type=float, default=5.0, help="an untimed pause after each search")
     ap.add_argument(
-        "--index", nargs="+", choices=("flat", "flat-fp16", "flat-auto"), default=["flat"], help="the indexes timed"
+        "--index",
+        nargs="+",
+        choices=("flat", "flat-fp16", "flat-auto", "flat-bfloat16"),
+        default=["flat"],
+        help="the indexes timed",
     )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)

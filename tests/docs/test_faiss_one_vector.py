@@ -25,13 +25,13 @@ def test_each_kind_is_the_index_the_dense_config_builds_and_is_timed() -> None:
         timed = fov._index(kind, 8)
         assert type(timed) is type(built) and timed.sa_code_size() == built.sa_code_size() == 8 * value_bytes
     raw = np.random.default_rng(0).standard_normal((300, 16)).astype(np.float32)
-    kinds = ("flat", "flat-fp16", "flat-auto")
+    kinds = ("flat", "flat-fp16", "flat-auto", "flat-bfloat16")
     rows = fov.measure(raw, searches=3, pause_ms=0.0, k=5, kinds=kinds)
     assert {(r["index"], r["vectors_per_search"]) for r in rows} == {(kind, nq) for kind in kinds for nq in (1, 3)}
     assert all(r["search_p50_ms"] > 0 for r in rows)
     flat = fov._index("flat", 16)
     flat.add(raw)
-    for kind in ("flat", "flat-auto"):  # both exact: the same rows as the flat index's own search
+    for kind in ("flat", "flat-auto", "flat-bfloat16"):  # all exact: the same rows as the flat index's own search
         index = fov._index(kind, 16)
         index.add(raw)
         rows_found = fov._searcher(kind, index)(raw[:3], 5, 1)[1]
