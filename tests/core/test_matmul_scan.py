@@ -242,3 +242,48 @@ def test_bfloat16_falls_back_as_the_float32_scan_does(paths: list[str], monkeypa
     monkeypatch.delitem(sys.modules, "torch")
     got = exact_search(index, queries, 5, 1, bfloat16=True)
     assert got is not None and paths[-1] == "faiss" and (got[0] == want[0]).all() and "torch" not in sys.modules
+
+
+def test_a_bfloat16_engine_follows_catalog_changes() -> None:
+    """Every change builds a new index, and the bfloat16 copy is kept per index: after an add, an update and a
+    removal the bfloat16 engine still finds exactly what the float32 one does, scores included."""
+    from toolrerank_plugins.records import ToolSpec
+
+    engines = {
+        scan: Engine.build(tiny_catalog(), pipeline_config("dense", dense={"scan": scan}), embedder=FakeEmbedder())
+        for scan in ("auto", "bfloat16")
+    }
+    queries = ["log in and change my email", "weather forecast for tomorrow", "end the session"]
+
+    def found(engine: Engine) -> list[list[tuple[str, float]]]:
+        return [[(t.id, t.score) for t in engine.search(q, top_k=5)] for q in queries]
+
+    changes = [
+        ("add", [ToolSpec("Auth/Keyring/reset", "reset", "Reset a forgotten password by email", tool="Keyring")]),
+        ("update", [ToolSpec("Auth/Keyring/logout", "logout", "Show the weather of the session", tool="Keyring")]),
+        ("remove", ["Auth/Keyring/login"]),
+    ]
+    before = len(dense_module._BF16_ROWS)
+    assert found(engines["bfloat16"]) == found(engines["auto"])
+    for op, arg in changes:
+        for engine in engines.values():
+            getattr(engine, op)(arg)
+        assert found(engines["bfloat16"]) == found(engines["auto"])
+    assert len(dense_module._BF16_ROWS) >= before + 1  # a copy for the live index (old ones go with their index)
+    ids = {t.id for t in engines["bfloat16"].search("reset a forgotten password", top_k=3)}
+    assert "Auth/Keyring/reset" in ids and "Auth/Keyring/login" not in ids
+
+
+def test_each_index_has_its_own_bfloat16_copy() -> None:
+    """Two live indexes of the same size: each search reads its own index's copy (a copy of the other's would
+    give the other's candidates)."""
+    rng = np.random.default_rng(8)
+    first, second = (rng.standard_normal((500, 16)).astype(np.float32) for _ in range(2))
+    a, b = _index(first), _index(second)
+    queries = rng.standard_normal((3, 16)).astype(np.float32)
+    for stored, index in ((first, a), (second, b), (first, a)):
+        found = exact_search(index, queries, 7, 1, bfloat16=True)
+        assert found is not None
+        for i, q in enumerate(queries):
+            assert found[1][i].tolist() == _reference(stored, q, 7)[1].tolist()
+    assert dense_module._BF16_ROWS[a][1].shape == dense_module._BF16_ROWS[b][1].shape == (500, 16)
