@@ -89,18 +89,22 @@ def test_the_exact_top_k_ties_by_row_and_each_query_as_if_alone(paths: list[str]
         np.testing.assert_allclose(faiss_scores[i], scores[i], atol=1e-5)
 
 
+@pytest.mark.parametrize("bf16", [False, True])
 @FUZZ
 @given(_CASES)
-def test_generated_vectors_give_the_reference_top_k_both_ways(case: tuple[np.ndarray, np.ndarray, int]) -> None:
-    """Any finite vectors, near-ties and exact ties (hypothesis repeats values), zero vectors, any k; each query
-    alone (faiss's candidates) and all in one call (the matrix product where there are several)."""
+def test_generated_vectors_give_the_reference_top_k_both_ways(
+    bf16: bool, case: tuple[np.ndarray, np.ndarray, int]
+) -> None:
+    """Any finite vectors, near-ties and exact ties (hypothesis repeats values), zero vectors, subnormals, any k;
+    each query alone (faiss's candidates; with ``bf16`` a bfloat16 product) and all in one call (the matrix product
+    where there are several)."""
     stored, queries, k = case
     index = _index(stored)
-    together = exact_search(index, queries, k, 1)
+    together = exact_search(index, queries, k, 1, bfloat16=bf16)
     assert together is not None
     for i, q in enumerate(queries):
         want_scores, want_rows = _reference(stored, q, k)
-        alone = exact_search(index, queries[i : i + 1], k, 1)
+        alone = exact_search(index, queries[i : i + 1], k, 1, bfloat16=bf16)
         assert alone is not None
         for scores, rows in ((together[0][i], together[1][i]), (alone[0][0], alone[1][0])):
             assert rows.tolist() == want_rows.tolist()
@@ -206,25 +210,6 @@ def test_near_ties_the_rounding_reorders(bf16: bool, path: str, paths: list[str]
     assert found is not None and paths == [path]
     for i in range(2):
         assert found[1][i].tolist() == _reference(stored, queries[i], 10)[1].tolist()
-
-
-@FUZZ
-@given(_CASES)
-def test_generated_vectors_give_the_reference_top_k_from_bfloat16(case: tuple[np.ndarray, np.ndarray, int]) -> None:
-    """As the float32 test above, the candidates from a bfloat16 product (subnormal inputs included: hypothesis
-    draws them)."""
-    stored, queries, k = case
-    index = _index(stored)
-    together = exact_search(index, queries, k, 1, bfloat16=True)
-    alone = [exact_search(index, queries[i : i + 1], k, 1, bfloat16=True) for i in range(len(queries))]
-    assert together is not None
-    for i, q in enumerate(queries):
-        want_scores, want_rows = _reference(stored, q, k)
-        one = alone[i]
-        assert one is not None
-        for scores, rows in ((together[0][i], together[1][i]), (one[0][0], one[1][0])):
-            assert rows.tolist() == want_rows.tolist()
-            np.testing.assert_allclose(scores, want_scores, rtol=1e-12, atol=1e-9)
 
 
 def test_bfloat16_falls_back_as_the_float32_scan_does(paths: list[str], monkeypatch: pytest.MonkeyPatch) -> None:

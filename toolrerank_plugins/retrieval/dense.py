@@ -11,7 +11,7 @@ import threading
 import tokenize
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -174,34 +174,40 @@ _MARGIN = 16
 _MAX_NORMS = 1e30
 _ROW_NORMS: weakref.WeakKeyDictionary[Any, tuple[int, float]] = weakref.WeakKeyDictionary()
 _BF16_ROWS: weakref.WeakKeyDictionary[Any, tuple[int, Any]] = weakref.WeakKeyDictionary()
-_NORMS_LOCK = threading.Lock()
-_BF16_LOCK = threading.Lock()
+_KEPT_LOCK = threading.Lock()
+
+
+def _kept_per_index(
+    cache: weakref.WeakKeyDictionary[Any, tuple[int, Any]], index: Any, count: int, make: Callable[[], Any]
+) -> Any:
+    """``make()`` for a flat index, kept in ``cache`` per index object (indexes are never changed in place: every
+    change builds a new one; the count is checked all the same). One is made at a time: a search beside it waits
+    for it rather than making a second."""
+    with _KEPT_LOCK:
+        known = cache.get(index)
+        if known is not None and known[0] == count:
+            return known[1]
+        value = make()
+        cache[index] = (count, value)
+        return value
 
 
 def _max_row_norm(index: Any, stored: np.ndarray) -> float:
-    """The largest norm among a flat index's vectors, kept per index object (indexes are never changed in place:
-    every change builds a new one; the count is checked all the same)."""
-    with _NORMS_LOCK:
-        known = _ROW_NORMS.get(index)
-    if known is not None and known[0] == len(stored):
-        return known[1]
-    value = float(np.sqrt(np.max(np.einsum("nd,nd->n", stored, stored), initial=0.0)))
-    with _NORMS_LOCK:
-        _ROW_NORMS[index] = (len(stored), value)
-    return value
+    """The largest norm among a flat index's vectors (:func:`_kept_per_index`)."""
+    return float(
+        _kept_per_index(
+            _ROW_NORMS,
+            index,
+            len(stored),
+            lambda: float(np.sqrt(np.max(np.einsum("nd,nd->n", stored, stored), initial=0.0))),
+        )
+    )
 
 
 def _bfloat16_rows(torch: Any, index: Any, stored: np.ndarray) -> Any:
     """A flat index's vectors as a bfloat16 torch tensor (rounded to nearest), made at the index's first such
-    search and kept per index object like :func:`_max_row_norm` (one conversion at a time: a search beside it
-    waits for it rather than making a second copy)."""
-    with _BF16_LOCK:
-        known = _BF16_ROWS.get(index)
-        if known is not None and known[0] == len(stored):
-            return known[1]
-        rows = torch.from_numpy(stored).to(torch.bfloat16)
-        _BF16_ROWS[index] = (len(stored), rows)
-        return rows
+    search (:func:`_kept_per_index`)."""
+    return _kept_per_index(_BF16_ROWS, index, len(stored), lambda: torch.from_numpy(stored).to(torch.bfloat16))
 
 
 def _ieee_float32(torch: Any) -> bool:
@@ -226,6 +232,16 @@ def _floor32(values: np.ndarray) -> np.ndarray:
     return np.where(near.astype(np.float64) > values, np.nextafter(near, np.float32(-np.inf)), near)
 
 
+def _pairs_above_floor(torch: Any, scores: Any, k: int, slack: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(query, row) pairs whose score is at least the query's k-th minus ``slack``, from ``scores`` holding the
+    stored rows along ``dim`` and the queries along the other axis."""
+    kth = torch.topk(scores, k, dim=dim).values.select(dim, -1).double().numpy()
+    floor = torch.from_numpy(_floor32(kth - slack))  # float32, at most the k-th score less the slack
+    found = torch.nonzero(scores >= floor.unsqueeze(dim), as_tuple=True)  # compared in float32 (holds bfloat16)
+    queries, rows = found if dim == 1 else found[::-1]
+    return queries.numpy(), rows.numpy()
+
+
 def _matmul_candidates(
     torch: Any, stored: np.ndarray, vectors: np.ndarray, k: int, slack: np.ndarray, threads: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -233,10 +249,7 @@ def _matmul_candidates(
     one matrix product (faiss reads every stored vector once per query vector)."""
     with intra_op_threads(threads):
         scores = torch.from_numpy(vectors) @ torch.from_numpy(stored).T
-        kth = torch.topk(scores, k, dim=1).values[:, -1].double().numpy()
-        floor = torch.from_numpy(_floor32(kth - slack))  # at most the k-th score less the slack
-        queries, rows = torch.nonzero(scores >= floor[:, None], as_tuple=True)
-    return queries.numpy(), rows.numpy()
+        return _pairs_above_floor(torch, scores, k, slack, dim=1)
 
 
 def _bfloat16_candidates(
@@ -250,10 +263,7 @@ def _bfloat16_candidates(
         if len(vectors) == 1:
             x = x.expand(2, x.shape[1])
         scores = torch.mm(stored_bf16, x.T)[:, : len(vectors)]  # (stored, queries): faster than the transpose
-        kth = torch.topk(scores, k, dim=0).values[-1].double().numpy()
-        floor = torch.from_numpy(_floor32(kth - slack))  # compared in float32, which holds every bfloat16
-        rows, queries = torch.nonzero(scores >= floor[None, :], as_tuple=True)
-    return queries.numpy(), rows.numpy()
+        return _pairs_above_floor(torch, scores, k, slack, dim=0)
 
 
 def _faiss_candidates(
@@ -313,7 +323,8 @@ def exact_search(
     stored = faiss.rev_swig_ptr(index.get_xb(), n * d).reshape(n, d)  # a view: no copy
     norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
     largest = _max_row_norm(index, stored)
-    if max(float(norms.max()), largest) > _MAX_NORMS or float(norms.max()) * largest > _MAX_NORMS:
+    longest = float(norms.max())
+    if max(longest, largest) > _MAX_NORMS or longest * largest > _MAX_NORMS:
         return None
     torch = sys.modules.get("torch")
     matmul = torch is not None and hasattr(torch, "topk") and len(vectors) <= MATMUL_MAX_QUERIES
