@@ -2,8 +2,9 @@
 
 The ``multi_intent`` stage asks the first stage for the message and for each of its requests. On one thread
 that is about twice the encoding of plain hybrid (the requests repeat the message's words) and a first-stage
-search per request; on a machine with a second core, the requests are searched on a spare thread while the
-calling thread searches the message (docs/benchmarks.md, "The default at hybrid's cost?"). The engine allows it
+search per request; on a machine with a second core, the requests are encoded on a spare thread while the
+calling thread encodes the message, and all their vectors are then searched in one call (docs/benchmarks.md,
+"The default at hybrid's cost?"). The engine allows it
 for the first-stage call of a search (:func:`spare_threads_allowed`, ``EngineConfig.parallel_requests``); a
 first stage asks with :func:`side_by_side` (``FirstStage.search_side_by_side``), which says no outside such a
 call.

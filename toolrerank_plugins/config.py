@@ -91,11 +91,11 @@ class EngineConfig(RenamedFieldsModel):
     stages: list[StageSpec] = Field(default_factory=_default_stages)
     parallel_requests: bool = Field(
         True,
-        description="encode and search a multi-request message's requests (multi_intent) on a spare thread while "
-        "the calling thread does the message, when the process may use two CPUs or more and a spare thread is "
-        "free (another search may hold it); the same results. ToolBench: 1.16x hybrid's p50 instead of 1.66x with "
-        "one torch thread (docs/benchmarks.md, 'The default at hybrid's cost?'). False: every search on its "
-        "calling thread alone",
+        description="encode a multi-request message's requests (multi_intent) on a spare thread while the calling "
+        "thread encodes the message (then one search of all their vectors), when the process may use two CPUs or "
+        "more and a spare thread is free (another search may hold it); the same results. ToolBench: 1.16x "
+        "hybrid's p50 with one torch thread, 1.63x without the spare thread (docs/benchmarks.md, 'The default at "
+        "hybrid's cost?'). False: every search on its calling thread alone",
     )
     auto_tune: list[AutoTuneKnob] = Field(
         default_factory=_default_auto_tune,

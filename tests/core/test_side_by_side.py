@@ -18,6 +18,7 @@ from tests._fuzz import FUZZ
 from toolrerank_plugins import Engine, EngineConfig, _workers
 from toolrerank_plugins._workers import SpareThreads, sharing_cores, side_by_side, spare_threads_allowed
 from toolrerank_plugins.encoders import SentenceTransformerEmbedder
+from toolrerank_plugins.retrieval.dense import DenseRetriever
 from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
 
 MESSAGE = "Send the email message to a recipient about the email. Additionally, tell me the weather forecast"
@@ -131,6 +132,40 @@ def test_parallel_requests_rank_as_one_thread_does(retriever: str, one_spare: Sp
         spare_calls = [t for t in emb.threads[before:] if t.startswith("toolrerank-spare")]
         assert bool(spare_calls) is parallel  # the requests were encoded on the spare thread, or never there
     assert rankings[0] == rankings[1]
+
+
+@pytest.mark.parametrize("retriever", ["dense", "hybrid"])
+def test_a_flat_index_searches_the_message_and_its_requests_in_one_call_after_both_encodes(
+    retriever: str, one_spare: SpareThreads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In memory (``searches_jointly``): the spare thread only encodes the requests, and the caller searches
+    every vector in one call (a flat scan then reads the stored vectors once). A store that searches each vector
+    apart (pgvector: ``searches_jointly = False``) keeps a search on each thread. The rankings are the same."""
+    calls: list[tuple[str, int]] = []
+    search_vectors = DenseRetriever.search_vectors
+
+    def recording(self: DenseRetriever, vectors: np.ndarray, depth: int) -> Any:
+        calls.append((threading.current_thread().name, len(vectors)))
+        return search_vectors(self, vectors, depth)
+
+    monkeypatch.setattr(DenseRetriever, "search_vectors", recording)
+    me = threading.current_thread().name
+    rankings = []
+    for jointly in (True, False):
+        monkeypatch.setattr(DenseRetriever, "searches_jointly", jointly)
+        emb = FakeEmbedder()
+        engine = Engine.build(tiny_catalog(), _config(retriever, True), embedder=emb)
+        calls.clear()
+        before = len(emb.threads)
+        rankings.append([(h.id, round(h.score, 9)) for h in engine.search(MESSAGE, top_k=6)])
+        encoded_on = sorted(t.startswith("toolrerank-spare") for t in emb.threads[before:])
+        assert encoded_on == [False, True]  # the message here, its two requests there
+        if jointly:
+            assert calls == [(me, 3)]
+        else:
+            assert sorted((name == me, n) for name, n in calls) == [(False, 2), (True, 1)]
+    serial = Engine.build(tiny_catalog(), _config(retriever, False), embedder=FakeEmbedder())
+    assert rankings[0] == rankings[1] == [(h.id, round(h.score, 9)) for h in serial.search(MESSAGE, top_k=6)]
 
 
 def test_a_message_without_requests_never_uses_the_spare_thread(one_spare: SpareThreads) -> None:

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 from pydantic import ConfigDict, Field
@@ -22,12 +22,13 @@ from pydantic import ConfigDict, Field
 from toolrerank_plugins._atomic import npy_bytes, write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
-from toolrerank_plugins._workers import sharing_cores, threads_beside
+from toolrerank_plugins._workers import sharing_cores, side_by_side, threads_beside
 from toolrerank_plugins.encoders import Embedder, SentenceTransformerEmbedder, intra_op_threads
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.retrieval.base import DocTransform, FirstStage, FirstStageType, Hit, split_by_counts
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class DenseConfig(ConfigModel):
@@ -374,6 +375,11 @@ class DenseRetriever(FirstStage):
     """
 
     name = "dense"
+    #: a side-by-side search (:meth:`search_side_by_side_then`) encodes the queries and their parts on two threads,
+    #: then searches all their vectors in one call: a flat scan reads the stored vectors once for all of them
+    #: instead of once per thread. False where each vector is searched apart anyway (a database: pgvector), so
+    #: that each thread searches its own.
+    searches_jointly: ClassVar[bool] = True
 
     def score_scales(self) -> Mapping[str, str]:
         return {"dense": "cosine similarity of the request's and the API text's vectors, -1 to 1"}
@@ -636,6 +642,38 @@ class DenseRetriever(FirstStage):
         vectors = query_vec if part_vec is None else np.concatenate([query_vec, part_vec])
         hits = self.search_vectors(vectors, depth)
         return hits[: len(queries)], split_by_counts(hits[len(queries) :], counts)
+
+    def search_side_by_side(
+        self, queries: Sequence[str], parts: Sequence[Sequence[str]], depth: int
+    ) -> tuple[list[list[Hit]], list[list[list[Hit]]]] | None:
+        side = self.search_side_by_side_then(queries, parts, depth, lambda: None)
+        return None if side is None else (side[0], side[1])
+
+    def search_side_by_side_then(
+        self, queries: Sequence[str], parts: Sequence[Sequence[str]], depth: int, then: Callable[[], _T]
+    ) -> tuple[list[list[Hit]], list[list[list[Hit]]], _T] | None:
+        """:meth:`search_side_by_side`, and ``then()`` run on this thread once its own encode is done (hybrid's
+        lexical parts, which hold Python's lock): the parts are encoded on a spare thread while this one encodes the
+        queries, then every vector is searched in one call (:attr:`searches_jointly`; else each thread searches
+        its own). Measured on ToolBench (2026-11-28, one torch thread, 2 cores): the default's p50 1.21x -> 1.16x
+        plain hybrid's (medians of four runs). None when there are no parts or no spare thread may be used or is
+        free; then neither the search nor ``then`` ran."""
+        flat = [p for ps in parts for p in ps]
+        if not flat:
+            return None
+        counts = [len(ps) for ps in parts]
+        if not self.searches_jointly:
+            apart = side_by_side(lambda: (self.search(queries, depth), then()), lambda: self.search(flat, depth))
+            if apart is None:
+                return None
+            (whole, after), flat_hits = apart
+            return whole, split_by_counts(flat_hits, counts), after
+        both = side_by_side(lambda: (self.encode_queries(queries), then()), lambda: self.encode_queries(flat))
+        if both is None:
+            return None
+        (mine, after), theirs = both
+        hits = self.search_vectors(np.concatenate([mine, theirs]), depth)
+        return hits[: len(queries)], split_by_counts(hits[len(queries) :], counts), after
 
     def search_vectors(self, vectors: np.ndarray, depth: int) -> list[list[Hit]]:
         index, ids = self._index, self._ids

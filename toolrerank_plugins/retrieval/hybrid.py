@@ -405,7 +405,7 @@ class HybridRetriever(FirstStage):
         pooled: bool = False,
         lexical: bool = False,
     ) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
-        """Every part in one call each, the vector part's search of the sub-queries on a spare thread when the
+        """Every part in one call each, the vector part's encoding of the sub-queries on a spare thread when the
         engine allows it and one is free (:meth:`_side_by_side`); ``pooled`` applies to the parts with vectors (a
         lexical part matches the whole query's words). With ``lexical`` the sub-queries are matched by the
         lexical parts alone: only the queries are encoded (and ``pooled``, having no part vectors to pool, changes
@@ -431,31 +431,42 @@ class HybridRetriever(FirstStage):
     def _side_by_side(
         self, queries: Sequence[str], parts: Sequence[Sequence[str]], deep: int
     ) -> tuple[dict[str, list[list[Hit]]], dict[str, list[list[list[Hit]]]]] | None:
-        """Each part's hits of the queries and of their parts, the vector part's search of the parts on a spare
-        thread (``toolrerank_plugins._workers``) while this one encodes and searches the queries, then runs the
-        lexical parts (whose matching holds Python's lock); None when there are no parts, no vector part, or no
-        spare thread may be used or is free."""
+        """Each part's hits of the queries and of their parts: the vector part encodes the parts on a spare thread
+        (``toolrerank_plugins._workers``) while this one encodes the queries and then runs the lexical parts (whose
+        matching holds Python's lock), and searches every vector in one call after both
+        (``DenseRetriever.search_side_by_side_then``; a vector part without it searches the parts on the spare
+        thread and the queries here); None when there are no parts, no vector part, or no spare thread may be used
+        or is free."""
         flat = [p for ps in parts for p in ps]
         vector = self._vector_part()
         if not flat or vector is None:
             return None
 
-        def here() -> tuple[list[list[Hit]], dict[str, tuple[list[list[Hit]], list[list[list[Hit]]]]]]:
-            mine = vector.search(queries, deep)  # first: its encode runs beside the other thread's
-            return mine, {
-                n: p.search_with_parts(queries, parts, deep) for n, p in self._parts.items() if p is not vector
-            }
+        def lexical_parts() -> dict[str, tuple[list[list[Hit]], list[list[list[Hit]]]]]:
+            return {n: p.search_with_parts(queries, parts, deep) for n, p in self._parts.items() if p is not vector}
 
-        side = side_by_side(here, lambda: vector.search(flat, deep))
-        if side is None:
-            return None
-        (vector_whole, lexical), vector_flat = side
-        counts = [len(ps) for ps in parts]
+        then = getattr(vector, "search_side_by_side_then", None)
+        if then is not None:  # dense: the lexical parts after this thread's encode, then one search of every vector
+            joint = then(queries, parts, deep, lexical_parts)
+            if joint is None:
+                return None
+            vector_whole, vector_parts, lexical = joint
+        else:
+
+            def here() -> tuple[list[list[Hit]], dict[str, tuple[list[list[Hit]], list[list[list[Hit]]]]]]:
+                mine = vector.search(queries, deep)  # first: its encode runs beside the other thread's
+                return mine, lexical_parts()
+
+            side = side_by_side(here, lambda: vector.search(flat, deep))
+            if side is None:
+                return None
+            (vector_whole, lexical), vector_flat = side
+            vector_parts = split_by_counts(vector_flat, [len(ps) for ps in parts])
         whole: dict[str, list[list[Hit]]] = {}
         by_part: dict[str, list[list[list[Hit]]]] = {}
         for name, part in self._parts.items():  # in the parts' order: the fusion reads them in it
             if part is vector:
-                whole[name], by_part[name] = vector_whole, split_by_counts(vector_flat, counts)
+                whole[name], by_part[name] = vector_whole, vector_parts
             else:
                 whole[name], by_part[name] = lexical[name]
         return whole, by_part

@@ -492,6 +492,7 @@ class PgVectorRetriever(_StorePart, DenseRetriever):
     recent-query cache are :class:`DenseRetriever`'s; the document vectors live in the table only."""
 
     name = "pgvector"
+    searches_jointly = False  # each vector is a query of its own: both threads search theirs
 
     def __init__(
         self,
