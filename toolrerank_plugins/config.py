@@ -93,7 +93,7 @@ class EngineConfig(RenamedFieldsModel):
         True,
         description="encode a multi-request message's requests (multi_intent) on a spare thread while the calling "
         "thread encodes the message (then one search of all their vectors), when the process may use two CPUs or "
-        "more and a spare thread is free (another search may hold it); the same results. ToolBench: 1.16x "
+        "more and a spare thread is free (another search may hold it); the same results. ToolBench: 1.18x "
         "hybrid's p50 with one torch thread, 1.63x without the spare thread (docs/benchmarks.md, 'The default at "
         "hybrid's cost?'). False: every search on its calling thread alone",
     )

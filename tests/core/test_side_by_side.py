@@ -142,13 +142,13 @@ def test_a_flat_index_searches_the_message_and_its_requests_in_one_call_after_bo
     every vector in one call (a flat scan then reads the stored vectors once). A store that searches each vector
     apart (pgvector: ``searches_jointly = False``) keeps a search on each thread. The rankings are the same."""
     calls: list[tuple[str, int]] = []
-    search_vectors = DenseRetriever.search_vectors
+    search_vectors = DenseRetriever._search_vectors
 
-    def recording(self: DenseRetriever, vectors: np.ndarray, depth: int) -> Any:
+    def recording(self: DenseRetriever, vectors: np.ndarray, depth: int, **kwargs: Any) -> Any:
         calls.append((threading.current_thread().name, len(vectors)))
-        return search_vectors(self, vectors, depth)
+        return search_vectors(self, vectors, depth, **kwargs)
 
-    monkeypatch.setattr(DenseRetriever, "search_vectors", recording)
+    monkeypatch.setattr(DenseRetriever, "_search_vectors", recording)
     me = threading.current_thread().name
     rankings = []
     for jointly in (True, False):
@@ -166,6 +166,34 @@ def test_a_flat_index_searches_the_message_and_its_requests_in_one_call_after_bo
             assert sorted((name == me, n) for name, n in calls) == [(False, 2), (True, 1)]
     serial = Engine.build(tiny_catalog(), _config(retriever, False), embedder=FakeEmbedder())
     assert rankings[0] == rankings[1] == [(h.id, round(h.score, 9)) for h in serial.search(MESSAGE, top_k=6)]
+
+
+def test_the_joint_search_takes_both_cores_even_where_faiss_has_one_thread(
+    one_spare: SpareThreads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both threads' cores belong to the search until it returns: its one search of several vectors takes two
+    threads where faiss's count is one (``OMP_NUM_THREADS=1``), while a search of several vectors of its own keeps
+    faiss's count."""
+    faiss = pytest.importorskip("faiss")
+    from toolrerank_plugins.retrieval import dense
+
+    seen: list[tuple[int, int]] = []
+    exact_search = dense.exact_search
+
+    def recording(index: Any, vectors: np.ndarray, k: int, threads: int, **kwargs: Any) -> Any:
+        seen.append((len(vectors), threads))
+        return exact_search(index, vectors, k, threads, **kwargs)
+
+    monkeypatch.setattr(dense, "exact_search", recording)
+    engine = Engine.build(tiny_catalog(), _config("hybrid", True), embedder=FakeEmbedder())
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        engine.search(MESSAGE, top_k=6)
+        engine.first_stage.parts["dense"].search(REQUESTS, 6)
+    finally:
+        faiss.omp_set_num_threads(before)
+    assert seen == [(3, 2), (2, 1)]
 
 
 def test_a_message_without_requests_never_uses_the_spare_thread(one_spare: SpareThreads) -> None:

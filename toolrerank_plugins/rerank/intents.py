@@ -28,8 +28,8 @@ Cost: the requests are searched in the same first-stage call as the message (:me
 message of n requests costs one first-stage call for n + 1 texts; a dense part encodes the requests on a spare
 thread while the calling thread encodes the message where the process may use two CPUs
 (``EngineConfig.parallel_requests``), else packed with the message into one encoder call, and searches all their
-vectors in one call (ToolBench, 2 cores, 2026-11-28: 1.16x plain hybrid's p50 with one torch thread, median of
-four runs). With
+vectors in one call (ToolBench, 2 cores, 2026-11-28: 1.18x plain hybrid's p50 with one torch thread, median of
+six runs). With
 ``requests_by="lexical"`` (the ``default-fast`` preset) a hybrid first stage matches the requests with BM25
 alone and encodes only the message: about hybrid's time, for 1-4 points of Recall@5 on multi-request sets.
 With ``pooled`` the message itself is searched with the mean of its requests' vectors, so each word is encoded
