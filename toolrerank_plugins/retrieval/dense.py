@@ -378,7 +378,8 @@ class DenseRetriever(FirstStage):
     #: a side-by-side search (:meth:`search_side_by_side_then`) encodes the queries and their parts on two threads,
     #: then searches all their vectors in one call: a flat scan reads the stored vectors once for all of them
     #: instead of once per thread. False where each vector is searched apart anyway (a database: pgvector), so
-    #: that each thread searches its own.
+    #: that each thread searches its own; a subclass that overrides :meth:`search_vectors` sets it False too (the
+    #: joint search calls the in-memory scan directly).
     searches_jointly: ClassVar[bool] = True
 
     def score_scales(self) -> Mapping[str, str]:
