@@ -168,6 +168,24 @@ def test_a_flat_index_searches_the_message_and_its_requests_in_one_call_after_bo
     assert rankings[0] == rankings[1] == [(h.id, round(h.score, 9)) for h in serial.search(MESSAGE, top_k=6)]
 
 
+def test_a_subclass_with_its_own_vector_search_gets_the_joint_search_through_it(one_spare: SpareThreads) -> None:
+    seen: list[int] = []
+
+    class Recording(DenseRetriever):
+        def search_vectors(self, vectors: np.ndarray, depth: int) -> list[list[Any]]:
+            seen.append(len(vectors))
+            return super().search_vectors(vectors, depth)
+
+    retriever = Engine.build(tiny_catalog(), _config("dense", True), embedder=FakeEmbedder()).first_stage
+    plain = retriever.search([MESSAGE, *REQUESTS], 6)
+    retriever.__class__ = Recording
+    with spare_threads_allowed():
+        got = retriever.search_side_by_side_then([MESSAGE], [REQUESTS], 6, lambda: "then")
+    assert got is not None and seen == [3]
+    whole, parts, after = got
+    assert (whole, parts, after) == (plain[:1], [plain[1:]], "then")
+
+
 def test_the_joint_search_takes_both_cores_even_where_faiss_has_one_thread(
     one_spare: SpareThreads, monkeypatch: pytest.MonkeyPatch
 ) -> None:

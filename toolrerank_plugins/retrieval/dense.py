@@ -378,8 +378,7 @@ class DenseRetriever(FirstStage):
     #: a side-by-side search (:meth:`search_side_by_side_then`) encodes the queries and their parts on two threads,
     #: then searches all their vectors in one call: a flat scan reads the stored vectors once for all of them
     #: instead of once per thread. False where each vector is searched apart anyway (a database: pgvector), so
-    #: that each thread searches its own; a subclass that overrides :meth:`search_vectors` sets it False too (the
-    #: joint search calls the in-memory scan directly).
+    #: that each thread searches its own.
     searches_jointly: ClassVar[bool] = True
 
     def score_scales(self) -> Mapping[str, str]:
@@ -674,9 +673,13 @@ class DenseRetriever(FirstStage):
         if both is None:
             return None
         (mine, after), theirs = both
-        # both threads' cores are this search's until it returns: the scan of several vectors takes two threads
-        # even where faiss's count is one (OMP_NUM_THREADS=1)
-        hits = self._search_vectors(np.concatenate([mine, theirs]), depth, at_least=2)
+        vectors = np.concatenate([mine, theirs])
+        if type(self).search_vectors is DenseRetriever.search_vectors:
+            # both threads' cores are this search's until it returns: the scan of several vectors takes two threads
+            # even where faiss's count is one (OMP_NUM_THREADS=1)
+            hits = self._search_vectors(vectors, depth, at_least=2)
+        else:  # a subclass's own search
+            hits = self.search_vectors(vectors, depth)
         return hits[: len(queries)], split_by_counts(hits[len(queries) :], counts), after
 
     def search_vectors(self, vectors: np.ndarray, depth: int) -> list[list[Hit]]:
