@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from toolrerank_plugins._extras import Registry
 from toolrerank_plugins._workers import side_by_side
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from toolrerank_plugins.catalog import Catalog
     from toolrerank_plugins.encoders import Embedder
     from toolrerank_plugins.records import Edge, ToolSpec
+
+_T = TypeVar("_T")
 
 #: ids, raw embeddings -> embeddings actually indexed (e.g. TGR's graph convolution).
 DocTransform = Callable[[list[str], "np.ndarray"], "np.ndarray"]
@@ -222,13 +224,24 @@ class FirstStage(ABC):
         its vector part's search there): a multi-request message then takes about the longer of the two searches
         instead of both; each side's encoder and faiss take the threads one search would where the process has cores
         for both, else half of them (see ``_workers.threads_beside``)."""
+        side = self.search_side_by_side_then(queries, parts, depth, lambda: None)
+        return None if side is None else (side[0], side[1])
+
+    def search_side_by_side_then(
+        self, queries: Sequence[str], parts: Sequence[Sequence[str]], depth: int, then: Callable[[], _T]
+    ) -> tuple[list[list[Hit]], list[list[list[Hit]]], _T] | None:
+        """:meth:`search_side_by_side`, and ``then()`` run on this thread after its own search (hybrid's lexical
+        parts, which hold Python's lock): ``(hits per query, hits per part per query, then())``. None when there are
+        no parts or no spare thread may be used or is free; then neither the searches nor ``then`` ran. Dense
+        overrides it to encode on both threads and search every vector in one call after."""
         flat = [p for ps in parts for p in ps]
         if not flat:
             return None
-        side = side_by_side(lambda: self.search(queries, depth), lambda: self.search(flat, depth))
+        side = side_by_side(lambda: (self.search(queries, depth), then()), lambda: self.search(flat, depth))
         if side is None:
             return None
-        return side[0], split_by_counts(side[1], [len(ps) for ps in parts])
+        (whole, after), flat_hits = side
+        return whole, split_by_counts(flat_hits, [len(ps) for ps in parts]), after
 
     @abstractmethod
     def save(self, root: Path) -> None:

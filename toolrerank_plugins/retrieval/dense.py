@@ -643,32 +643,18 @@ class DenseRetriever(FirstStage):
         hits = self.search_vectors(vectors, depth)
         return hits[: len(queries)], split_by_counts(hits[len(queries) :], counts)
 
-    def search_side_by_side(
-        self, queries: Sequence[str], parts: Sequence[Sequence[str]], depth: int
-    ) -> tuple[list[list[Hit]], list[list[list[Hit]]]] | None:
-        side = self.search_side_by_side_then(queries, parts, depth, lambda: None)
-        return None if side is None else (side[0], side[1])
-
     def search_side_by_side_then(
         self, queries: Sequence[str], parts: Sequence[Sequence[str]], depth: int, then: Callable[[], _T]
     ) -> tuple[list[list[Hit]], list[list[list[Hit]]], _T] | None:
-        """:meth:`search_side_by_side`, and ``then()`` run on this thread once its own encode is done (hybrid's
-        lexical parts, which hold Python's lock): the parts are encoded on a spare thread while this one encodes the
-        queries, then every vector is searched in one call (:attr:`searches_jointly`; else each thread searches
-        its own). Measured on ToolBench (2026-11-28, one torch thread, 2 cores): the default's p50 1.20x -> 1.18x
-        plain hybrid's (medians of six runs each; 1.18x -> 1.13x with each message searched both ways in one
-        process). None when there are no parts or no spare thread may be used or is
-        free; then neither the search nor ``then`` ran."""
+        """``FirstStage.search_side_by_side_then`` with ``then()`` run once this thread's encode is done: the parts
+        are encoded on a spare thread while this one encodes the queries, then every vector is searched in one call
+        (:attr:`searches_jointly`; else the base's schedule: each thread searches its own). Measured on ToolBench
+        (2026-11-28, one torch thread, 2 cores): the default's p50 1.20x -> 1.18x plain hybrid's (medians of six runs
+        each; 1.18x -> 1.13x with each message searched both ways in one process). None when there are no parts or
+        no spare thread may be used or is free; then neither the search nor ``then`` ran."""
         flat = [p for ps in parts for p in ps]
-        if not flat:
-            return None
-        counts = [len(ps) for ps in parts]
-        if not self.searches_jointly:
-            apart = side_by_side(lambda: (self.search(queries, depth), then()), lambda: self.search(flat, depth))
-            if apart is None:
-                return None
-            (whole, after), flat_hits = apart
-            return whole, split_by_counts(flat_hits, counts), after
+        if not flat or not self.searches_jointly:
+            return super().search_side_by_side_then(queries, parts, depth, then)
         both = side_by_side(lambda: (self.encode_queries(queries), then()), lambda: self.encode_queries(flat))
         if both is None:
             return None
@@ -680,7 +666,7 @@ class DenseRetriever(FirstStage):
             hits = self._search_vectors(vectors, depth, at_least=2)
         else:  # a subclass's own search
             hits = self.search_vectors(vectors, depth)
-        return hits[: len(queries)], split_by_counts(hits[len(queries) :], counts), after
+        return hits[: len(queries)], split_by_counts(hits[len(queries) :], [len(ps) for ps in parts]), after
 
     def search_vectors(self, vectors: np.ndarray, depth: int) -> list[list[Hit]]:
         return self._search_vectors(vectors, depth)

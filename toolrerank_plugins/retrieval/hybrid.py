@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
-from toolrerank_plugins._workers import side_by_side
 from toolrerank_plugins.errors import ConfigError
 from toolrerank_plugins.retrieval.base import (
     CatalogChange,
@@ -19,7 +18,6 @@ from toolrerank_plugins.retrieval.base import (
     Hit,
     StoreChanges,
     get_first_stage_type,
-    split_by_counts,
 )
 
 if TYPE_CHECKING:
@@ -434,34 +432,21 @@ class HybridRetriever(FirstStage):
         """Each part's hits of the queries and of their parts: the vector part encodes the parts on a spare thread
         (``toolrerank_plugins._workers``) while this one encodes the queries and then runs the lexical parts (whose
         matching holds Python's lock), and searches every vector in one call after both
-        (``DenseRetriever.search_side_by_side_then``; a vector part without it searches the parts on the spare
-        thread and the queries here); None when there are no parts, no vector part, or no spare thread may be used
-        or is free."""
-        flat = [p for ps in parts for p in ps]
+        (``DenseRetriever.search_side_by_side_then``; another vector part, by ``FirstStage``'s, searches the parts
+        on the spare thread and the queries here); None when there are no parts, no vector part, or no spare thread
+        may be used or is free."""
         vector = self._vector_part()
-        if not flat or vector is None:
+        if vector is None or not any(parts):
             return None
 
         def lexical_parts() -> dict[str, tuple[list[list[Hit]], list[list[list[Hit]]]]]:
             return {n: p.search_with_parts(queries, parts, deep) for n, p in self._parts.items() if p is not vector}
 
-        then = getattr(vector, "search_side_by_side_then", None)
-        if then is not None:  # dense: the lexical parts after this thread's encode, then one search of every vector
-            joint = then(queries, parts, deep, lexical_parts)
-            if joint is None:
-                return None
-            vector_whole, vector_parts, lexical = joint
-        else:
-
-            def here() -> tuple[list[list[Hit]], dict[str, tuple[list[list[Hit]], list[list[list[Hit]]]]]]:
-                mine = vector.search(queries, deep)  # first: its encode runs beside the other thread's
-                return mine, lexical_parts()
-
-            side = side_by_side(here, lambda: vector.search(flat, deep))
-            if side is None:
-                return None
-            (vector_whole, lexical), vector_flat = side
-            vector_parts = split_by_counts(vector_flat, [len(ps) for ps in parts])
+        # dense: the lexical parts after this thread's encode, then one search of every vector
+        side = vector.search_side_by_side_then(queries, parts, deep, lexical_parts)
+        if side is None:
+            return None
+        vector_whole, vector_parts, lexical = side
         whole: dict[str, list[list[Hit]]] = {}
         by_part: dict[str, list[list[list[Hit]]]] = {}
         for name, part in self._parts.items():  # in the parts' order: the fusion reads them in it
