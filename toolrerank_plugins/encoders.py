@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -104,6 +105,8 @@ ACCELERATOR_BATCH_SIZE = 64
 #: :class:`_Packer`) when their word pieces fit in :data:`PACK_MAX_TOKENS`; longer calls run as padded batches.
 PACK_MAX_TEXTS = 16
 PACK_MAX_TOKENS = 1024
+#: Texts whose word pieces :meth:`SentenceTransformerEmbedder.word_vectors` gathers at a time (bounds its memory).
+_WORD_CHUNK = 512
 #: Texts :class:`_Packer` is checked on before it is used (case, punctuation, accents, a one-word text).
 _PACK_PROBES = ("Find a hotel in Rome", "What's the WEATHER there tomorrow, in °C?", "x", "naïve café 42 getUserToken")
 
@@ -356,6 +359,8 @@ class SentenceTransformerEmbedder:
         self._beside: ThreadChooser | None = None  # short calls beside another encode (a message's requests)
         self._packer: _Packer | None = None
         self._packer_checked = False
+        self._word_table: tuple[Any, Any, bool] | None = None
+        self._word_table_checked = False
 
     @property
     def model(self) -> Any:
@@ -389,6 +394,57 @@ class SentenceTransformerEmbedder:
             self._packer = _Packer.build(model, self._encode_padded)
             self._packer_checked = True
         return self._packer
+
+    def word_vectors(self, texts: Sequence[str]) -> np.ndarray | None:
+        """Each text's mean input word-piece vector: the model's own word-piece table, averaged over the text's
+        pieces (no layer runs, no special tokens), as unit vectors (zero for a text without pieces). They live in
+        the table's space, not the encoder's: ``DenseConfig(part_vectors="word-map")`` fits a linear map from them
+        to the catalog's encoded vectors. Tens of times cheaper than :meth:`encode` (0.3 ms for three requests).
+        None for a model without such a table (or of a layout not known here)."""
+        table = self._get_word_table()
+        if table is None:
+            return None
+        tokenizer, weights, lower = table
+        torch = require("torch")
+        out = np.zeros((len(texts), weights.shape[1]), dtype=np.float32)
+        for start in range(0, len(texts), _WORD_CHUNK):  # an index build: a chunk's pieces at a time
+            chunk = list(texts[start : start + _WORD_CHUNK])
+            pieces = tokenizer(
+                [t.lower() for t in chunk] if lower else chunk,
+                add_special_tokens=False,
+                truncation=True,
+                max_length=self.max_length or None,
+            )["input_ids"]
+            if len(chunk) <= PACK_MAX_TEXTS and weights.device.type == "cpu" and weights.dtype == torch.float32:
+                rows = weights.numpy()  # a search's few texts: numpy over the same memory costs less than a torch op
+                for i, p in enumerate(pieces):
+                    if p:
+                        out[start + i] = rows[p].mean(axis=0)
+                continue
+            sizes = [len(p) for p in pieces]
+            flat = torch.tensor([i for p in pieces for i in p], dtype=torch.long, device=weights.device)
+            offsets = torch.tensor([0, *itertools.accumulate(sizes[:-1])], dtype=torch.long, device=weights.device)
+            with torch.inference_mode():  # each text's mean row, read in place (a text without pieces: zeros)
+                means = torch.nn.functional.embedding_bag(flat, weights, offsets, mode="mean")
+            out[start : start + len(chunk)] = means.float().cpu().numpy()
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return np.ascontiguousarray(out / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+    def _get_word_table(self) -> tuple[Any, Any, bool] | None:
+        """(tokenizer, word-piece table: the model's own tensor, lower-case first) of a sentence-transformers model
+        whose first module is a Hugging Face transformer; None otherwise."""
+        if not self._word_table_checked:
+            try:
+                first = list(self.model)[0]
+                table = first.auto_model.get_input_embeddings().weight.detach()
+                if table.ndim != 2:
+                    raise ValueError(f"a {table.ndim}-d word-piece table")
+                self._word_table = (self.model.tokenizer, table, bool(getattr(first, "do_lower_case", False)))
+            except Exception as exc:  # noqa: BLE001 - an unknown model layout: no word vectors
+                logger.debug("word-piece table unavailable: %s: %s", type(exc).__name__, exc)
+                self._word_table = None
+            self._word_table_checked = True
+        return self._word_table
 
     def default_batch_size(self) -> int:
         """The batch size used when neither the call nor the embedder sets one: by the model's device."""

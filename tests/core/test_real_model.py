@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("sentence_transformers")
@@ -226,3 +227,38 @@ def test_a_search_encodes_on_one_thread_and_leaves_the_process_setting_alone() -
     with intra_op_threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == 2
+
+
+def test_word_vectors_are_the_mean_of_minilms_own_word_piece_vectors() -> None:
+    emb = SentenceTransformerEmbedder("default")
+    texts = ["Find a hotel in Rome", "", "naïve café 42 getUserToken", "   "]
+    got = emb.word_vectors(texts)
+    assert got is not None and got.shape == (len(texts), emb.dimension) and got.dtype == np.float32
+    first = emb.model[0]
+    table = first.auto_model.get_input_embeddings().weight.detach().float().numpy()
+    for text, vec in zip(texts, got):
+        pieces = emb.model.tokenizer(text.lower(), add_special_tokens=False)["input_ids"]
+        if not pieces:
+            assert not vec.any()
+            continue
+        want = table[pieces].mean(axis=0)
+        np.testing.assert_allclose(vec, want / np.linalg.norm(want), atol=1e-5)
+    many = emb.word_vectors(texts * 5)  # more texts than a search's: gathered by torch, the same vectors
+    assert many is not None
+    np.testing.assert_allclose(many, np.vstack([got] * 5), atol=1e-6)
+    assert emb.word_vectors([]).shape == (0, emb.dimension)  # type: ignore[union-attr]
+
+
+def test_word_mapped_requests_with_minilm_search_save_and_load(tmp_path: Path) -> None:
+    config = EngineConfig(
+        retriever="hybrid", dense={"part_vectors": "word-map"}, stages=[{"type": "multi_intent", "params": {}}]
+    )
+    engine = Engine.build(tiny_catalog(), config)
+    assert engine.first_stage._vector_part().maps_parts()  # type: ignore[attr-defined]
+    message = "Will it rain in Madrid tomorrow? Also change the e-mail address on my profile"
+    top = [r.id for r in engine.search(message, top_k=4)]
+    names = {engine.catalog[i].name for i in top}
+    assert "update_email" in names and any(engine.catalog[i].category == "Weather" for i in top)
+    loaded = Engine.load(engine.save(tmp_path / "e"))
+    assert loaded.first_stage._vector_part().maps_parts()  # type: ignore[attr-defined]
+    assert [r.id for r in loaded.search(message, top_k=4)] == top

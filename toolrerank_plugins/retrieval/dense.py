@@ -86,6 +86,24 @@ class DenseConfig(ConfigModel):
     )
     show_progress_bar: bool | None = None
     query_prefix: str = ""
+    part_vectors: Literal["encoder", "word-map"] = Field(
+        "encoder",
+        description="how the parts of a query (a multi-request message's requests) get their vectors. encoder: "
+        "encoded as the query is. word-map: without the encoder: the mean of the encoder's own word-piece vectors "
+        "of the part, mapped into the encoder's space by a linear map fitted at index time to the catalog's own "
+        "texts and vectors (no labels, no training data), then mixed with the query's encoded vector "
+        "(part_query_weight); tens of times cheaper than an encode, so a multi-request search needs no "
+        "spare thread (docs/benchmarks.md, 'Requests without the encoder'). Needs an encoder with a word-piece "
+        "table (the torch backend) and the in-memory index; elsewhere, and in an index saved without the map, the "
+        "parts are encoded",
+    )
+    part_query_weight: float = Field(
+        0.5,
+        ge=0.0,
+        le=100.0,
+        description="with part_vectors='word-map': the weight of the query's own vector added to each of its parts' "
+        "mapped vectors (both unit length; the sum is normalised again)",
+    )
 
 
 def faiss_index(config: DenseConfig, dim: int) -> Any:
@@ -120,6 +138,62 @@ def make_encoder(config: DenseConfig) -> Embedder:
 
 def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+#: the statistics of :class:`_PartMap`, saved beside the vectors
+_PART_MAP_FILE = "part_map.npy"
+
+
+class _PartMap:
+    """The linear map of ``DenseConfig(part_vectors="word-map")``: a ridge regression from texts' word vectors
+    (``SentenceTransformerEmbedder.word_vectors``, with a constant column) to their encoded vectors, kept as its
+    sufficient statistics (``X'X`` and ``X'Y``), so that added texts update it without the old ones; immutable
+    (a change makes a new one: a retriever's copies share it). The map itself is solved on first use."""
+
+    RIDGE = 0.1  # on unit word vectors; docs/benchmarks.md, 'Requests without the encoder'
+
+    def __init__(self, xtx: np.ndarray, xty: np.ndarray) -> None:
+        self.xtx, self.xty = xtx, xty
+        self._weights: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _PartMap:
+        return self  # immutable (the lock cannot be copied)
+
+    @classmethod
+    def fitted(cls, words: np.ndarray, vectors: np.ndarray, base: _PartMap | None = None) -> _PartMap:
+        """The map of ``base``'s texts and these (``words`` and ``vectors``, row by row)."""
+        x = np.hstack([words.astype(np.float64), np.ones((len(words), 1))])
+        xtx, xty = x.T @ x, x.T @ vectors.astype(np.float64)
+        if base is not None:
+            xtx, xty = base.xtx + xtx, base.xty + xty
+        return cls(xtx, xty)
+
+    def weights(self) -> np.ndarray:
+        with self._lock:
+            if self._weights is None:
+                ridge = self.RIDGE * np.eye(len(self.xtx))
+                self._weights = np.linalg.solve(self.xtx + ridge, self.xty).astype(np.float32)
+            return self._weights
+
+    def apply(self, words: np.ndarray) -> np.ndarray:
+        w = self.weights()
+        return words @ w[:-1] + w[-1]
+
+    def to_array(self) -> np.ndarray:
+        return np.hstack([self.xtx, self.xty])
+
+    @classmethod
+    def from_array(cls, data: np.ndarray, dim: int, where: Path) -> _PartMap:
+        if data.ndim != 2 or data.shape != (dim + 1, 2 * dim + 1) or data.dtype.kind != "f":
+            raise PersistenceError(
+                f"{where}: corrupt part map (expected a {dim + 1}x{2 * dim + 1} float array, got {data.dtype} "
+                f"array of shape {data.shape})"
+            )
+        if not np.isfinite(data).all():
+            raise PersistenceError(f"{where}: corrupt part map (NaN or infinite values)")
+        data = data.astype(np.float64)
+        return cls(data[:, : dim + 1], data[:, dim + 1 :])
 
 
 class _RecentQueries:
@@ -397,6 +471,7 @@ class DenseRetriever(FirstStage):
         self._row_ids: list[str] | None = None
         self.doc_transform: DocTransform | None = None
         self._recent = _RecentQueries()
+        self._part_map: _PartMap | None = None  # DenseConfig.part_vectors="word-map"
 
     # -- build -----------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -484,7 +559,9 @@ class DenseRetriever(FirstStage):
             emb[todo] = new
         ids = list(ids)
         index = self._make_index(ids, emb, self.doc_transform)
+        part_map = self._fit_part_map(texts, emb, None)
         self._ids, self._keys, self._emb, self._index = ids, keys, self._kept(emb, self.doc_transform), index
+        self._part_map = part_map
 
     def add(self, ids: Sequence[str], texts: Sequence[str]) -> None:
         _check_batch(ids, texts)
@@ -496,7 +573,10 @@ class DenseRetriever(FirstStage):
         all_ids = [*self._ids, *ids]  # a new list: row lookups keyed on the old one are rebuilt
         keys = [*self._aligned_keys(), *(text_key(t) for t in texts)]
         index = self._make_index(all_ids, emb, self.doc_transform)
+        fits = old.size == 0 or self._part_map is not None  # an index without a map stays without one
+        part_map = self._fit_part_map(texts, new, self._part_map) if fits else None
         self._ids, self._keys, self._emb, self._index = all_ids, keys, self._kept(emb, self.doc_transform), index
+        self._part_map = part_map
 
     def update(self, ids: Sequence[str], texts: Sequence[str]) -> None:
         """Re-encode the texts of indexed ``ids``; their rows (positions in :attr:`ids`) do not move."""
@@ -511,8 +591,11 @@ class DenseRetriever(FirstStage):
         for r, t in zip(rows, texts):
             keys[r] = text_key(t)
         index = self._make_index(self._ids, emb, self.doc_transform)
+        # the old texts stay in the map's statistics (they are not kept): it is fitted to both
+        part_map = self._fit_part_map(texts, new, self._part_map) if self._part_map is not None else None
         # ids and their rows are unchanged
         self._keys, self._emb, self._index = keys, self._kept(emb, self.doc_transform), index
+        self._part_map = part_map
 
     def remove(self, ids: Sequence[str]) -> None:
         gone = set(ids)
@@ -544,6 +627,42 @@ class DenseRetriever(FirstStage):
         if out.shape != emb.shape:
             raise ValueError(f"doc_transform changed the embedding shape {emb.shape} -> {out.shape}")
         return out
+
+    def _fit_part_map(self, texts: Sequence[str], vectors: np.ndarray, base: _PartMap | None) -> _PartMap | None:
+        """:class:`_PartMap` of ``base`` and these texts (their encoded ``vectors``), where ``part_vectors`` asks
+        for one and the encoder has word vectors; else None. A removed text's share stays (its text is not kept):
+        the map is fitted to texts of the catalog's, which is all it needs."""
+        if self.config.part_vectors != "word-map" or not len(texts):
+            return None
+        words = self._word_vectors(texts)
+        if words is None:
+            return None
+        return _PartMap.fitted(words, vectors, base)
+
+    def _word_vectors(self, texts: Sequence[str]) -> np.ndarray | None:
+        get = getattr(self.embedder, "word_vectors", None)
+        words = get(list(texts)) if get is not None else None
+        return None if words is None else np.asarray(words, dtype=np.float32)
+
+    def maps_parts(self) -> bool:
+        """Whether a query's parts get mapped word vectors instead of encodes (``DenseConfig.part_vectors``)."""
+        return self.config.part_vectors == "word-map" and self._part_map is not None
+
+    def _mapped_part_vectors(self, parts: Sequence[Sequence[str]], query_vectors: np.ndarray) -> np.ndarray | None:
+        """The parts' vectors of ``part_vectors="word-map"``: each part's mapped word vector, unit length, plus
+        ``part_query_weight`` times its query's vector, normalised; None where the map or word vectors are
+        missing."""
+        part_map = self._part_map
+        flat = [self.config.query_prefix + p for ps in parts for p in ps]
+        words = self._word_vectors(flat) if part_map is not None else None
+        if part_map is None or words is None:
+            return None
+        mapped = part_map.apply(words)
+        mapped /= np.maximum(np.linalg.norm(mapped, axis=1, keepdims=True), 1e-12)
+        owner = np.repeat(np.arange(len(parts)), [len(ps) for ps in parts])
+        mixed = mapped + self.config.part_query_weight * query_vectors[owner]
+        mixed /= np.maximum(np.linalg.norm(mixed, axis=1, keepdims=True), 1e-12)
+        return np.ascontiguousarray(mixed, dtype=np.float32)
 
     def _aligned_keys(self) -> list[str]:
         """A new list of text keys, one per row ("" where unknown, e.g. an index saved without keys)."""
@@ -651,21 +770,48 @@ class DenseRetriever(FirstStage):
         (:attr:`searches_jointly`; else the base's schedule: each thread searches its own). Measured on ToolBench
         (2026-11-28, one torch thread, 2 cores): the default's p50 1.20x -> 1.18x plain hybrid's (medians of six runs
         each; 1.18x -> 1.13x with each message searched both ways in one process). None when there are no parts or
-        no spare thread may be used or is free; then neither the search nor ``then`` ran."""
+        no spare thread may be used or is free; then neither the search nor ``then`` ran. With
+        ``part_vectors="word-map"`` (and a map) no spare thread is needed: the parts' vectors are mapped on this
+        thread after ``then()`` (:meth:`_search_mapped_then`), and the result is never None."""
         flat = [p for ps in parts for p in ps]
+        if flat and self.maps_parts():
+            return self._search_mapped_then(queries, parts, flat, depth, then)
         if not flat or not self.searches_jointly:
             return super().search_side_by_side_then(queries, parts, depth, then)
         both = side_by_side(lambda: (self.encode_queries(queries), then()), lambda: self.encode_queries(flat))
         if both is None:
             return None
         (mine, after), theirs = both
-        vectors = np.concatenate([mine, theirs])
+        hits = self._search_together(np.concatenate([mine, theirs]), depth)
+        return hits[: len(queries)], split_by_counts(hits[len(queries) :], [len(ps) for ps in parts]), after
+
+    def _search_together(self, vectors: np.ndarray, depth: int) -> list[list[Hit]]:
+        """One search of a message's and its parts' vectors, once every one is computed: the cores of both
+        threads (or of the one that computed them all) are this search's until it returns, so the scan of several
+        vectors takes two threads even where faiss's count is one (``OMP_NUM_THREADS=1``); a subclass's own
+        :meth:`search_vectors` where one overrides it."""
         if type(self).search_vectors is DenseRetriever.search_vectors:
-            # both threads' cores are this search's until it returns: the scan of several vectors takes two threads
-            # even where faiss's count is one (OMP_NUM_THREADS=1)
-            hits = self._search_vectors(vectors, depth, at_least=2)
-        else:  # a subclass's own search
-            hits = self.search_vectors(vectors, depth)
+            return self._search_vectors(vectors, depth, at_least=2)
+        return self.search_vectors(vectors, depth)
+
+    def _search_mapped_then(
+        self,
+        queries: Sequence[str],
+        parts: Sequence[Sequence[str]],
+        flat: list[str],
+        depth: int,
+        then: Callable[[], _T],
+    ) -> tuple[list[list[Hit]], list[list[list[Hit]]], _T]:
+        """:meth:`search_side_by_side_then` with ``part_vectors="word-map"``, all on this thread (no spare one is
+        needed): the queries encoded, ``then()``, the parts' mapped vectors, one search of every vector."""
+        mine = self.encode_queries(queries)
+        after = then()
+        theirs = self._mapped_part_vectors(parts, mine)
+        if theirs is None:  # an encoder without word vectors (a loaded map, another backend): encoded
+            theirs = self.encode_queries(flat)
+        elif len(flat) <= _RecentQueries.MAX_BATCH:  # a stage reading a part's vector sees the one searched with
+            self._recent.put(flat, theirs)
+        hits = self._search_together(np.concatenate([mine, theirs]), depth)
         return hits[: len(queries)], split_by_counts(hits[len(queries) :], [len(ps) for ps in parts]), after
 
     def search_vectors(self, vectors: np.ndarray, depth: int) -> list[list[Hit]]:
@@ -700,6 +846,11 @@ class DenseRetriever(FirstStage):
         write_atomic(path / "ids.json", json.dumps({"ids": self._ids, "text_keys": self._keys}))
         if self._index is not None:
             _write_index(faiss, self._index, path / "faiss.index")
+        part_map = self._part_map
+        if part_map is not None:
+            write_atomic(path / _PART_MAP_FILE, npy_bytes(part_map.to_array()))
+        else:
+            (path / _PART_MAP_FILE).unlink(missing_ok=True)  # a map of an earlier save would not fit
         write_atomic(path / "dense.json", json.dumps({"model_id": self.embedder.model_id, "count": len(self._ids)}))
 
     @classmethod
@@ -746,6 +897,14 @@ class DenseRetriever(FirstStage):
             )
         self._ids, self._keys = ids, list(keys or [])
         self._emb = emb.astype(np.float32)  # until the index is read (below): then the index holds the one copy
+        map_file = path / _PART_MAP_FILE
+        if map_file.exists():  # saved by an index with part_vectors="word-map"
+            try:
+                data = np.load(map_file, allow_pickle=False)
+            except (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError, MemoryError) as exc:
+                raise PersistenceError(f"{map_file}: corrupt part map ({type(exc).__name__}: {exc})") from exc
+            dim = emb.shape[1]
+            self._part_map = _PartMap.from_array(data if isinstance(data, np.ndarray) else np.zeros(0), dim, map_file)
         index_file = path / "faiss.index"
         if index_file.exists():
             try:

@@ -434,7 +434,8 @@ class HybridRetriever(FirstStage):
         matching holds Python's lock), and searches every vector in one call after both
         (``DenseRetriever.search_side_by_side_then``; another vector part, by ``FirstStage``'s, searches the parts
         on the spare thread and the queries here); None when there are no parts, no vector part, or no spare thread
-        may be used or is free."""
+        may be used or is free (a dense part with ``part_vectors="word-map"`` needs none: it maps the parts' vectors
+        on this thread after the lexical parts)."""
         vector = self._vector_part()
         if vector is None or not any(parts):
             return None

@@ -27,6 +27,7 @@ class FakeEmbedder:
         self.calls = 0
         self.texts_encoded = 0
         self.threads: list[str] = []  # the thread of each call (a search may encode its requests on a spare one)
+        self.word_texts = 0  # texts given word vectors (DenseConfig.part_vectors="word-map")
         self._lock = threading.Lock()  # counted from several threads
 
     def __getstate__(self) -> dict[str, object]:  # copied or pickled without its lock (a new one on load)
@@ -64,6 +65,22 @@ class FakeEmbedder:
                 for k in range(len(padded) - 2):
                     j, s = self._bucket("c:" + padded[k : k + 3])
                     out[i, j] += 0.5 * s
+            norm = np.linalg.norm(out[i])
+            if norm > 0:
+                out[i] /= norm
+        return out
+
+    def word_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """The texts' words hashed into another space than :meth:`encode`'s (each word a signed bucket of its
+        own salt), unit length: what ``SentenceTransformerEmbedder.word_vectors`` gives a real model, a cheap
+        vector a linear map can carry into the encoder's space."""
+        with self._lock:
+            self.word_texts += len(texts)
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for w in _WORD.findall(text.lower()):
+                j, s = self._bucket("word:" + w)
+                out[i, j] += s
             norm = np.linalg.norm(out[i])
             if norm > 0:
                 out[i] /= norm
