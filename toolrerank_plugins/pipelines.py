@@ -68,6 +68,10 @@ PRESETS: Mapping[str, Mapping[str, Any]] = {
     # Recall@5 stated there.
     "default-onnx": {**DEFAULT_PIPELINE, "dense": {"backend": "onnx"}},
     "default-static": {**DEFAULT_PIPELINE, "dense": {"backend": "static"}},
+    # The default with its requests' vectors mapped from the encoder's word-piece vectors instead of encoded
+    # (DenseConfig.part_vectors; docs/benchmarks.md, "Requests without the encoder"): no spare thread, about plain
+    # hybrid's cost on two cores with two torch threads; Recall@5 per catalog stated there (it loses on some).
+    "default-word-map": {**DEFAULT_PIPELINE, "dense": {"part_vectors": "word-map"}},
     # The plain baselines: one retriever with its textbook settings, no stages.
     "dense": _plain("dense"),
     "bm25": _plain("bm25"),

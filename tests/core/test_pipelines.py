@@ -20,6 +20,7 @@ EXPECTED = {
     "default-fast",
     "default-onnx",
     "default-static",
+    "default-word-map",
     "dense",
     "bm25",
     "hybrid",
@@ -50,6 +51,10 @@ def test_every_preset_resolves_in_a_fresh_interpreter_without_the_cli() -> None:
     assert data["cli"] == []
     configs = data["configs"]
     assert set(configs) == EXPECTED
+    word_map = {k: v for k, v in configs["default-word-map"].items() if k != "dense"}
+    assert word_map == {k: v for k, v in configs["default"].items() if k != "dense"}  # the default but its requests
+    assert configs["default-word-map"]["dense"]["part_vectors"] == "word-map"
+    assert configs["default"]["dense"]["part_vectors"] == "encoder"
     for retriever in ("bm25", "dense", "hybrid"):
         cfg = configs[f"{retriever}-hierarchy"]
         assert cfg["retriever"] == retriever and cfg["depth"] == 50

@@ -123,6 +123,8 @@ def test_every_non_llm_preset_ranks_the_bundled_catalog_as_in_memory(pg_pool: An
         memory = pipeline_config(name, stages=stages)
         index = "hnsw" if memory.dense.index == "hnsw" else "exact"
         pg = postgres_config(memory, table=f"{table}_{n}", index=index)
+        # word-mapped requests need the in-memory index's map; the store encodes them (DenseConfig.part_vectors)
+        memory = pipeline_config(name, stages=stages, dense={**memory.dense.model_dump(), "part_vectors": "encoder"})
         mem_engine = Engine.build(catalog, memory, embedder=embedder, embedding_cache=cache)
         pg_engine = Engine.build(catalog, pg, embedder=embedder, embedding_cache=cache, resources={"postgres": pg_pool})
         got, want = _ids(pg_engine, queries, 10), _ids(mem_engine, queries, 10)
