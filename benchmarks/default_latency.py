@@ -39,7 +39,7 @@ from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.loaders import load_catalog, load_queries
 from toolrerank_plugins.pipelines import pipeline_config
 
-PIPELINES = ("hybrid", "default", "default-serial", "default-fast")
+PIPELINES = ("hybrid", "default", "default-serial", "default-fast", "default-word-map")
 
 
 def _vectors(ds: str, cache_dir: Path | None, toolbench_engine: Path | None) -> dict[str, np.ndarray] | None:
@@ -54,9 +54,11 @@ def _config(
     name: str, threads: int | None, index: str | None = None, device: str | None = None, scan: str | None = None
 ) -> Any:
     """The preset; ``default-serial`` is the default with every search on its calling thread alone
-    (``parallel_requests=False``: the requests are not encoded on a spare thread). ``threads`` sets the torch
-    threads of every encode, ``index`` the dense index (``flat``, ``flat-fp16``, ``hnsw``), ``scan`` how a flat
-    index is searched (``auto``, ``faiss``) and ``device`` the encoder's device (default: the preset's)."""
+    (``parallel_requests=False``: the requests are not encoded on a spare thread); ``default-word-map`` is a preset
+    (its requests' vectors mapped from word vectors, not encoded: ``DenseConfig.part_vectors``). ``threads``
+    sets the torch threads of every encode, ``index`` the dense index (``flat``, ``flat-fp16``, ``hnsw``), ``scan``
+    how a flat index is searched (``auto``, ``faiss``) and ``device`` the encoder's device (default: the
+    preset's)."""
     preset, extra = ("default", {"parallel_requests": False}) if name == "default-serial" else (name, {})
     cfg = pipeline_config(preset, **extra)
     dense = {

@@ -63,6 +63,16 @@ def _set(path: Sequence[str], value: Any) -> Callable[[dict[str, Any]], None]:
     return edit
 
 
+def _sets(values: Mapping[tuple[str, ...], Any]) -> Callable[[dict[str, Any]], None]:
+    edits = [_set(path, value) for path, value in values.items()]
+
+    def edit(cfg: dict[str, Any]) -> None:
+        for one in edits:
+            one(cfg)
+
+    return edit
+
+
 def _stage_param(stage: str, key: str, value: Any) -> Callable[[dict[str, Any]], None]:
     def edit(cfg: dict[str, Any]) -> None:
         for spec in cfg.get("stages", []):
@@ -137,6 +147,14 @@ ABLATIONS: Mapping[str, Callable[[dict[str, Any]], None]] = {
     "default +comma before a verb": _stage_param("multi_intent", "comma_verbs", True),
     # not a part: the dense index's vectors as 16-bit floats (a speed and memory option; the rankings should not move)
     "default +fp16 vectors": _set(("dense", "index"), "flat-fp16"),
+    # the requests' vectors without the encoder (a speed option: DenseConfig.part_vectors), at three query weights
+    "default +word-mapped requests": _set(("dense", "part_vectors"), "word-map"),
+    "default +word-mapped requests (query weight 0.25)": _sets(
+        {("dense", "part_vectors"): "word-map", ("dense", "part_query_weight"): 0.25}
+    ),
+    "default +word-mapped requests (query weight 1)": _sets(
+        {("dense", "part_vectors"): "word-map", ("dense", "part_query_weight"): 1.0}
+    ),
 }
 
 
