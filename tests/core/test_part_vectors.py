@@ -11,20 +11,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests._fuzz import FUZZ
-from toolrerank_plugins import Engine, EngineConfig, PersistenceError, _workers
+from toolrerank_plugins import Engine, EngineConfig, PersistenceError
 from toolrerank_plugins._workers import SpareThreads
 from toolrerank_plugins.retrieval.dense import DenseConfig, DenseRetriever, _PartMap
 from toolrerank_plugins.testing import FakeEmbedder, tiny_catalog
 
 MESSAGE = "Send the email message to a recipient about the email. Additionally, tell me the weather forecast"
 REQUESTS = ["Send the email message to a recipient about the email", "tell me the weather forecast"]
-
-
-@pytest.fixture
-def one_spare(monkeypatch: pytest.MonkeyPatch) -> SpareThreads:
-    spare = SpareThreads(1)
-    monkeypatch.setattr(_workers, "_SPARE", spare)
-    return spare
 
 
 def _config(retriever: str, *, word_map: bool = True, parallel: bool = True, weight: float = 0.5) -> EngineConfig:

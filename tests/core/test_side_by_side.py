@@ -26,14 +26,6 @@ REQUESTS = ["Send the email message to a recipient about the email", "tell me th
 _VAR: contextvars.ContextVar[str] = contextvars.ContextVar("test_side_by_side", default="unset")
 
 
-@pytest.fixture
-def one_spare(monkeypatch: pytest.MonkeyPatch) -> SpareThreads:
-    """One spare thread, whatever the machine's CPU count (CI may have one CPU)."""
-    spare = SpareThreads(1)
-    monkeypatch.setattr(_workers, "_SPARE", spare)
-    return spare
-
-
 def _config(retriever: str, parallel: bool) -> EngineConfig:
     return EngineConfig(
         retriever=retriever, parallel_requests=parallel, stages=[{"type": "multi_intent", "params": {}}]

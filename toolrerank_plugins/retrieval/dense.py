@@ -653,9 +653,10 @@ class DenseRetriever(FirstStage):
         ``part_query_weight`` times its query's vector, normalised; None where the map or word vectors are
         missing."""
         part_map = self._part_map
-        flat = [self.config.query_prefix + p for ps in parts for p in ps]
-        words = self._word_vectors(flat) if part_map is not None else None
-        if part_map is None or words is None:
+        if part_map is None:
+            return None
+        words = self._word_vectors([self.config.query_prefix + p for ps in parts for p in ps])
+        if words is None:
             return None
         mapped = part_map.apply(words)
         mapped /= np.maximum(np.linalg.norm(mapped, axis=1, keepdims=True), 1e-12)
