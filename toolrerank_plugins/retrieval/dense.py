@@ -783,17 +783,22 @@ class DenseRetriever(FirstStage):
         if both is None:
             return None
         (mine, after), theirs = both
-        hits = self._search_together(np.concatenate([mine, theirs]), depth)
-        return hits[: len(queries)], split_by_counts(hits[len(queries) :], [len(ps) for ps in parts]), after
+        return (*self._search_together(mine, theirs, parts, depth), after)
 
-    def _search_together(self, vectors: np.ndarray, depth: int) -> list[list[Hit]]:
-        """One search of a message's and its parts' vectors, once every one is computed: the cores of both
-        threads (or of the one that computed them all) are this search's until it returns, so the scan of several
-        vectors takes two threads even where faiss's count is one (``OMP_NUM_THREADS=1``); a subclass's own
-        :meth:`search_vectors` where one overrides it."""
+    def _search_together(
+        self, mine: np.ndarray, theirs: np.ndarray, parts: Sequence[Sequence[str]], depth: int
+    ) -> tuple[list[list[Hit]], list[list[list[Hit]]]]:
+        """One search of the queries' vectors (``mine``) and their parts' (``theirs``, in ``parts``' order), once
+        every one is computed: the hits per query and per part per query. The cores of both threads (or of the one
+        that computed them all) are this search's until it returns, so the scan of several vectors takes two threads
+        even where faiss's count is one (``OMP_NUM_THREADS=1``); a subclass's own :meth:`search_vectors` where one
+        overrides it."""
+        vectors = np.concatenate([mine, theirs])
         if type(self).search_vectors is DenseRetriever.search_vectors:
-            return self._search_vectors(vectors, depth, at_least=2)
-        return self.search_vectors(vectors, depth)
+            hits = self._search_vectors(vectors, depth, at_least=2)
+        else:
+            hits = self.search_vectors(vectors, depth)
+        return hits[: len(mine)], split_by_counts(hits[len(mine) :], [len(ps) for ps in parts])
 
     def _search_mapped_then(
         self,
@@ -812,8 +817,7 @@ class DenseRetriever(FirstStage):
             theirs = self.encode_queries(flat)
         elif len(flat) <= _RecentQueries.MAX_BATCH:  # a stage reading a part's vector sees the one searched with
             self._recent.put(flat, theirs)
-        hits = self._search_together(np.concatenate([mine, theirs]), depth)
-        return hits[: len(queries)], split_by_counts(hits[len(queries) :], [len(ps) for ps in parts]), after
+        return (*self._search_together(mine, theirs, parts, depth), after)
 
     def search_vectors(self, vectors: np.ndarray, depth: int) -> list[list[Hit]]:
         return self._search_vectors(vectors, depth)
@@ -864,12 +868,7 @@ class DenseRetriever(FirstStage):
         meta = _read_json(path / "dense.json")
         idmeta = _read_json(path / "ids.json")
         emb_file = path / "embeddings.npy"
-        try:
-            emb = np.load(emb_file, allow_pickle=False)
-        # numpy parses the header with tokenize/ast (TokenError, SyntaxError); a corrupt shape can ask for
-        # any amount of memory
-        except (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError, MemoryError) as exc:
-            raise PersistenceError(f"{emb_file}: missing or corrupt embeddings ({type(exc).__name__}: {exc})") from exc
+        emb = _load_npy(emb_file, "missing or corrupt embeddings")
         if not isinstance(emb, np.ndarray) or emb.ndim != 2 or emb.dtype.kind != "f":
             what = f"{emb.dtype} array of shape {emb.shape}" if isinstance(emb, np.ndarray) else type(emb).__name__
             raise PersistenceError(f"{emb_file}: corrupt embeddings (expected a 2-d float array, got {what})")
@@ -900,10 +899,7 @@ class DenseRetriever(FirstStage):
         self._emb = emb.astype(np.float32)  # until the index is read (below): then the index holds the one copy
         map_file = path / _PART_MAP_FILE
         if map_file.exists():  # saved by an index with part_vectors="word-map"
-            try:
-                data = np.load(map_file, allow_pickle=False)
-            except (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError, MemoryError) as exc:
-                raise PersistenceError(f"{map_file}: corrupt part map ({type(exc).__name__}: {exc})") from exc
+            data = _load_npy(map_file, "corrupt part map")
             dim = emb.shape[1]
             self._part_map = _PartMap.from_array(data if isinstance(data, np.ndarray) else np.zeros(0), dim, map_file)
         index_file = path / "faiss.index"
@@ -931,6 +927,16 @@ class DenseRetriever(FirstStage):
         """text key -> raw embedding (reused when re-indexing unchanged texts)."""
         raw = self._raw()
         return {k: raw[i] for i, k in enumerate(self._aligned_keys()) if k}
+
+
+def _load_npy(file: Path, problem: str) -> Any:
+    """``np.load`` of a saved array (no pickles); a file numpy cannot read raises :class:`PersistenceError`
+    naming ``file`` and ``problem``. numpy parses the header with tokenize/ast (TokenError, SyntaxError); a corrupt
+    shape can ask for any amount of memory."""
+    try:
+        return np.load(file, allow_pickle=False)
+    except (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError, MemoryError) as exc:
+        raise PersistenceError(f"{file}: {problem} ({type(exc).__name__}: {exc})") from exc
 
 
 def _read_json(file: Path) -> Any:
