@@ -42,6 +42,7 @@ from toolrerank_plugins.engine import Engine
 from toolrerank_plugins.loaders.mcp import from_mcp_tools
 from toolrerank_plugins.mcp_proxy.config import ProxyConfig, ProxySettings
 from toolrerank_plugins.mcp_proxy.upstream import Upstream, UpstreamDown
+from toolrerank_plugins.records import ToolSpec
 from toolrerank_plugins.selection import OfferLog
 
 logger = logging.getLogger(__name__)
@@ -193,10 +194,14 @@ class ToolProxy:
             await self._notify_client()
 
     def _visible_specs(self) -> list[Any]:
-        engine = self.engine
-        if engine is None:
-            return []
-        return [engine.catalog[self._by_name[n]] for n in self.offered.names if self._by_name.get(n) in engine.catalog]
+        return [spec for n in self.offered.names if (spec := self._spec(n)) is not None]
+
+    def _spec(self, name: str) -> ToolSpec | None:
+        """The catalog entry behind an exposed name; None where there is none now. An upstream's tool list change
+        syncs the engine on a worker thread and re-indexes the names after it, so a search or ``tools/list``
+        meanwhile can hold a name whose tool has just left the catalog: it is left out, never a KeyError."""
+        engine, tid = self.engine, self._by_name.get(name)
+        return None if engine is None or tid is None else engine.catalog.get(tid)
 
     async def _notify_client(self) -> None:
         client = self._client
@@ -212,7 +217,7 @@ class ToolProxy:
         engine = self.engine
         if engine is None or not down:
             return []
-        return [n for n, tid in self._by_name.items() if engine.catalog[tid].tool in down]
+        return [n for n in self._by_name if (spec := self._spec(n)) is not None and spec.tool in down]
 
     async def search(self, query: str, k: int | None = None) -> tuple[list[str], Ranking]:
         """The exposed names of the best ``k`` tools for ``query`` (tools of servers that are down left out)
@@ -229,10 +234,7 @@ class ToolProxy:
         return found, ranking
 
     # -- the MCP server ------------------------------------------------------------------------------------
-    def _tool_entry(self, name: str) -> mcp_types.Tool:
-        engine = self.engine
-        assert engine is not None
-        spec = engine.catalog[self._by_name[name]]
+    def _tool_entry(self, name: str, spec: ToolSpec) -> mcp_types.Tool:
         upstream = self.upstreams.get(spec.tool or "")
         original = next((t for t in upstream.tools if t.name == spec.name), None) if upstream else None
         if original is not None:
@@ -302,7 +304,7 @@ class ToolProxy:
         if self.settings.mode == "meta" and self.selector is not None:
             pinned = {str(t) for t in self.selector.pinned}
             offered = [n for n in offered if n in pinned]
-        return [*self._meta_tools(), *(self._tool_entry(n) for n in offered if n in self._by_name)]
+        return [*self._meta_tools(), *(self._tool_entry(n, s) for n in offered if (s := self._spec(n)) is not None)]
 
     def _build_server(self) -> Server[Any]:
         async def on_list_tools(ctx: Any, params: Any) -> mcp_types.ListToolsResult:
@@ -383,11 +385,14 @@ class ToolProxy:
         down = [u.name for u in self.upstreams.values() if u.status == "down"]
         entries: list[dict[str, Any]] = []
         for n in found:
-            tool = self._tool_entry(n)
+            spec = self._spec(n)
+            if spec is None:  # left the catalog since the search ranked it
+                continue
+            tool = self._tool_entry(n, spec)
             entries.append(
                 {
                     "name": n,
-                    "server": self.engine.catalog[self._by_name[n]].tool if self.engine else None,
+                    "server": spec.tool,
                     "description": tool.description or "",
                     "input_schema": tool.input_schema,
                 }
