@@ -19,6 +19,9 @@ the caller's own exception) propagates unchanged; text is encoded before the tem
 Engine saves build on it: ``persistence`` writes each version folder's files and the ``current.json`` pointer
 through it and keeps its own directory-level commit (a version folder renamed into place, then the pointer).
 
+Arrays are saved as ``.npy`` bytes (:func:`npy_bytes`) and read back by :func:`load_npy`, whose failures are
+:class:`~toolrerank_plugins.errors.PersistenceError` naming the file.
+
 Example:
     >>> import pathlib, tempfile
     >>> folder = pathlib.Path(tempfile.mkdtemp())
@@ -42,7 +45,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from toolrerank_plugins.errors import SaveError
+from toolrerank_plugins.errors import PersistenceError, SaveError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -222,3 +225,18 @@ def npy_bytes(array: np.ndarray) -> memoryview:
     buf = io.BytesIO()
     np.save(buf, array, allow_pickle=False)
     return buf.getbuffer()
+
+
+def load_npy(file: Path, problem: str) -> Any:
+    """``np.load`` of a ``.npy`` file :func:`npy_bytes` wrote (no pickles): the reading end of the same format. A
+    file numpy cannot read raises :class:`~toolrerank_plugins.errors.PersistenceError` naming ``file`` and
+    ``problem``; numpy parses the header with tokenize and ast (``TokenError``, ``SyntaxError``), and a corrupt
+    shape can ask for any amount of memory."""
+    import tokenize
+
+    import numpy as np
+
+    try:
+        return np.load(file, allow_pickle=False)
+    except (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError, MemoryError) as exc:
+        raise PersistenceError(f"{file}: {problem} ({type(exc).__name__}: {exc})") from exc

@@ -134,6 +134,22 @@ def test_corrupt_memory_file_is_a_persistence_error(tmp_path):
         Engine.load(tmp_path / "e", embedder=FakeEmbedder(), verify=False)
 
 
+def test_a_vectors_file_whose_header_numpy_cannot_tokenize_is_a_persistence_error(tmp_path):
+    # numpy parses a .npy header with tokenize: an unterminated triple quote is a tokenize.TokenError, which no
+    # except clause for ValueError or SyntaxError catches
+    from toolrerank_plugins.errors import PersistenceError
+
+    engine = _engine()
+    engine.learn(LOG)
+    engine.save(tmp_path / "e")
+    f = version_dir(tmp_path / "e") / "stages" / "00-usage_memory" / "vectors.npy"
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (4, 128), }" + b'"""'
+    header += b" " * (-(10 + len(header) + 1) % 64) + b"\n"
+    f.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + bytes(4 * 128 * 4))
+    with pytest.raises(PersistenceError, match=r"vectors\.npy: missing or corrupt vectors \(TokenError"):
+        Engine.load(tmp_path / "e", embedder=FakeEmbedder(), verify=False)
+
+
 def test_huge_integers_in_the_memory_file_are_a_persistence_error(tmp_path):
     # json.loads raises a bare ValueError for an integer over 4,300 digits
     from toolrerank_plugins.errors import PersistenceError

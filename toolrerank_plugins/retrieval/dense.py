@@ -8,7 +8,6 @@ import json
 import logging
 import sys
 import threading
-import tokenize
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,7 +18,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import numpy as np
 from pydantic import ConfigDict, Field
 
-from toolrerank_plugins._atomic import npy_bytes, write_atomic
+from toolrerank_plugins._atomic import load_npy, npy_bytes, write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins._workers import sharing_cores, side_by_side, threads_beside
@@ -870,7 +869,7 @@ class DenseRetriever(FirstStage):
         meta = _read_json(path / "dense.json")
         idmeta = _read_json(path / "ids.json")
         emb_file = path / "embeddings.npy"
-        emb = _load_npy(emb_file, "missing or corrupt embeddings")
+        emb = load_npy(emb_file, "missing or corrupt embeddings")
         if not isinstance(emb, np.ndarray) or emb.ndim != 2 or emb.dtype.kind != "f":
             what = f"{emb.dtype} array of shape {emb.shape}" if isinstance(emb, np.ndarray) else type(emb).__name__
             raise PersistenceError(f"{emb_file}: corrupt embeddings (expected a 2-d float array, got {what})")
@@ -901,7 +900,7 @@ class DenseRetriever(FirstStage):
         self._emb = emb.astype(np.float32)  # until the index is read (below): then the index holds the one copy
         map_file = path / _PART_MAP_FILE
         if map_file.exists():  # saved by an index with part_vectors="word-map"
-            data = _load_npy(map_file, "corrupt part map")
+            data = load_npy(map_file, "corrupt part map")
             dim = emb.shape[1]
             self._part_map = _PartMap.from_array(data if isinstance(data, np.ndarray) else np.zeros(0), dim, map_file)
         index_file = path / "faiss.index"
@@ -929,16 +928,6 @@ class DenseRetriever(FirstStage):
         """text key -> raw embedding (reused when re-indexing unchanged texts)."""
         raw = self._raw()
         return {k: raw[i] for i, k in enumerate(self._aligned_keys()) if k}
-
-
-def _load_npy(file: Path, problem: str) -> Any:
-    """``np.load`` of a saved array (no pickles); a file numpy cannot read raises :class:`PersistenceError`
-    naming ``file`` and ``problem``. numpy parses the header with tokenize/ast (TokenError, SyntaxError); a corrupt
-    shape can ask for any amount of memory."""
-    try:
-        return np.load(file, allow_pickle=False)
-    except (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError, MemoryError) as exc:
-        raise PersistenceError(f"{file}: {problem} ({type(exc).__name__}: {exc})") from exc
 
 
 def _read_json(file: Path) -> Any:

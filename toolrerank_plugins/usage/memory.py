@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolrerank_plugins._atomic import npy_bytes, write_atomic
+from toolrerank_plugins._atomic import load_npy, npy_bytes, write_atomic
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.usage.config import UsageMemoryConfig
 from toolrerank_plugins.usage.records import UsageRecord
@@ -306,10 +306,7 @@ class UsageMemory:
             order.append(r["order"])
             ids.append(r["id"])
             tss.append(r["ts"])
-        try:
-            vectors = np.load(vfile, allow_pickle=False)
-        except (OSError, ValueError, EOFError, SyntaxError, MemoryError) as exc:
-            raise PersistenceError(f"{vfile}: missing or corrupt vectors ({type(exc).__name__}: {exc})") from exc
+        vectors = load_npy(vfile, "missing or corrupt vectors")
         if (
             not isinstance(vectors, np.ndarray)
             or vectors.ndim != 2
