@@ -306,13 +306,12 @@ def _floor32(values: np.ndarray) -> np.ndarray:
     return np.where(near.astype(np.float64) > values, np.nextafter(near, np.float32(-np.inf)), near)
 
 
-def _pairs_above_floor(torch: Any, scores: Any, k: int, slack: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+def _pairs_above_floor(torch: Any, scores: Any, k: int, slack: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(query, row) pairs whose score is at least the query's k-th minus ``slack``, from ``scores`` holding the
-    stored rows along ``dim`` and the queries along the other axis."""
-    kth = torch.topk(scores, k, dim=dim).values.select(dim, -1).double().numpy()
+    stored rows along the first axis and the queries along the second."""
+    kth = torch.topk(scores, k, dim=0).values[-1].double().numpy()
     floor = torch.from_numpy(_floor32(kth - slack))  # float32, at most the k-th score less the slack
-    found = torch.nonzero(scores >= floor.unsqueeze(dim), as_tuple=True)  # compared in float32 (holds bfloat16)
-    queries, rows = found if dim == 1 else found[::-1]
+    rows, queries = torch.nonzero(scores >= floor, as_tuple=True)  # compared in float32 (holds bfloat16)
     return queries.numpy(), rows.numpy()
 
 
@@ -325,7 +324,7 @@ def _matmul_candidates(
     2-8 vectors; docs/benchmarks.md, 'The product's orientation')."""
     with intra_op_threads(threads):
         scores = torch.mm(torch.from_numpy(stored), torch.from_numpy(vectors).T)  # (stored, queries)
-        return _pairs_above_floor(torch, scores, k, slack, dim=0)
+        return _pairs_above_floor(torch, scores, k, slack)
 
 
 def _bfloat16_candidates(
@@ -339,7 +338,7 @@ def _bfloat16_candidates(
         if len(vectors) == 1:
             x = x.expand(2, x.shape[1])
         scores = torch.mm(stored_bf16, x.T)[:, : len(vectors)]  # (stored, queries): faster than the transpose
-        return _pairs_above_floor(torch, scores, k, slack, dim=0)
+        return _pairs_above_floor(torch, scores, k, slack)
 
 
 def _faiss_candidates(
