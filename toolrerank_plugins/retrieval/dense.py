@@ -308,10 +308,17 @@ def _floor32(values: np.ndarray) -> np.ndarray:
 
 def _pairs_above_floor(torch: Any, scores: Any, k: int, slack: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(query, row) pairs whose score is at least the query's k-th minus ``slack``, from ``scores`` holding the
-    stored rows along the first axis and the queries along the second."""
-    kth = torch.topk(scores, k, dim=0).values[-1].double().numpy()
-    floor = torch.from_numpy(_floor32(kth - slack))  # float32, at most the k-th score less the slack
-    rows, queries = torch.nonzero(scores >= floor, as_tuple=True)  # compared in float32 (holds bfloat16)
+    stored rows along the first axis and the queries along the second. They come from each query's top k +
+    :data:`_MARGIN` where the last of those is below the floor for every query (no row left out can reach it: every
+    ToolBench dev search), which is cheaper than comparing every score (four queries over its 47,427 rows, one
+    thread: 0.73 -> 0.33 ms in a loop, 0.79 -> 0.69 ms inside searches); else every score is compared with it."""
+    n = scores.shape[0]
+    top = torch.topk(scores, min(k + _MARGIN, n), dim=0)
+    floor = torch.from_numpy(_floor32(top.values[k - 1].double().numpy() - slack))  # float32, <= k-th - slack
+    if top.values.shape[0] == n or bool((top.values[-1] < floor).all()):
+        kept, queries = torch.nonzero(top.values >= floor, as_tuple=True)  # compared in float32 (holds bfloat16)
+        return queries.numpy(), top.indices[kept, queries].numpy()
+    rows, queries = torch.nonzero(scores >= floor, as_tuple=True)  # ties or near-ties past the margin
     return queries.numpy(), rows.numpy()
 
 
