@@ -136,9 +136,12 @@ def test_cache_record_mode_overwrites_and_async(tmp_path: Path) -> None:
     assert CachedLLM(None, tmp_path, mode="replay").complete("p") == "new"
 
 
-def test_cache_torn_file_is_a_miss(tmp_path: Path) -> None:
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", "[" * 100_000, '"just a string"', "\udcff"])
+def test_cache_torn_file_is_a_miss(tmp_path: Path, text: str) -> None:
+    """A torn or edited entry is a miss, answered again: not JSON, JSON that is not an object (was an
+    AttributeError), nesting past the recursion limit (was a RecursionError), not UTF-8."""
     CachedLLM(ScriptedLLM(["a"]), tmp_path).complete("p")
-    next(tmp_path.rglob("*.json")).write_text("{not json")
+    next(tmp_path.rglob("*.json")).write_bytes(text.encode("utf-8", "surrogateescape"))
     assert CachedLLM(ScriptedLLM(["b"]), tmp_path).complete("p") == "b"
 
 

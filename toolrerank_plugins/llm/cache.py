@@ -133,9 +133,9 @@ class CachedLLM:
             data = json.loads(f.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
-        except ValueError:  # a torn or edited file: treat as a miss, it will be rewritten
+        except (ValueError, RecursionError):  # a torn or edited file: treat as a miss, it will be rewritten
             return None
-        answer = data.get("response")
+        answer = data.get("response") if isinstance(data, dict) else None
         return answer if isinstance(answer, str) else None
 
     def _store(self, key: str, request: dict[str, Any], response: str) -> None:
