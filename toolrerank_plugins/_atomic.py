@@ -19,8 +19,9 @@ the caller's own exception) propagates unchanged; text is encoded before the tem
 Engine saves build on it: ``persistence`` writes each version folder's files and the ``current.json`` pointer
 through it and keeps its own directory-level commit (a version folder renamed into place, then the pointer).
 
-Arrays are saved as ``.npy`` bytes (:func:`npy_bytes`) and read back by :func:`load_npy`, whose failures are
-:class:`~toolrerank_plugins.errors.PersistenceError` naming the file.
+Arrays are saved as ``.npy`` bytes (:func:`npy_bytes`) and read back by :func:`load_npy`, JSON files by
+:func:`read_json`; their failures are :class:`~toolrerank_plugins.errors.PersistenceError` (or the caller's class)
+naming the file.
 
 Example:
     >>> import pathlib, tempfile
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import errno as _errno
 import io
+import json
 import os
 import secrets
 import stat
@@ -225,6 +227,33 @@ def npy_bytes(array: np.ndarray) -> memoryview:
     buf = io.BytesIO()
     np.save(buf, array, allow_pickle=False)
     return buf.getbuffer()
+
+
+def read_json(file: Path, what: str, *, error: type[Exception] = PersistenceError, advice: str = "") -> Any:
+    """The JSON value of a UTF-8 file (one the library wrote: ``write_atomic(file, json.dumps(...))``). A file that
+    cannot be read, is not UTF-8 or not JSON (which includes nesting past Python's recursion limit and an integer
+    past its 4,300 digits) raises ``error`` naming ``file``, ``what`` it should hold and the problem, then
+    ``advice`` (e.g. ``"; re-save the engine"``). What the value must look like is the caller's to check.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> bad = pathlib.Path(tempfile.mkdtemp()) / "x.json"
+        >>> _ = bad.write_text("[1,")
+        >>> read_json(bad, "index file")
+        Traceback (most recent call last):
+        ...
+        toolrerank_plugins.errors.PersistenceError: ...x.json: corrupt index file (not valid JSON: ...)
+    """
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise error(f"{file}: cannot read {what} ({exc}){advice}") from exc
+    except UnicodeDecodeError as exc:
+        raise error(f"{file}: corrupt {what} (not UTF-8: {exc}){advice}") from exc
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError; int() of too many digits; deep nesting
+        raise error(f"{file}: corrupt {what} (not valid JSON: {exc}){advice}") from exc
 
 
 def load_npy(file: Path, problem: str) -> Any:

@@ -18,7 +18,6 @@ Exported and distilled models are written once into a cache folder (``TOOLRERANK
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -30,6 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from toolrerank_plugins._atomic import read_json
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.encoders import SHORT_CALL_TEXTS, quiet_weight_loading, resolve_model_path
 from toolrerank_plugins.errors import ConfigError
@@ -343,9 +343,9 @@ class StaticEmbedder:
     def model(self) -> Any:
         if self._model is None:
             path = Path(str(self.model_name_or_path)).expanduser()
-            if not (path / "config.json").is_file() or json.loads((path / "config.json").read_text()).get(
-                "model_type"
-            ) != "model2vec":
+            config = path / "config.json"
+            saved = read_json(config, "model config", error=ConfigError) if config.is_file() else None
+            if not isinstance(saved, dict) or saved.get("model_type") != "model2vec":
                 path = distill_static(self.model_name_or_path, pca_dims=self.pca_dims)
             self._model = require("model2vec").StaticModel.from_pretrained(str(path))
         return self._model

@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from toolrerank_plugins._atomic import fsync_dir, write_atomic
+from toolrerank_plugins._atomic import fsync_dir, read_json, write_atomic
 from toolrerank_plugins._compat import check_config_value
 from toolrerank_plugins._version import FORMAT_VERSION, __version__
 from toolrerank_plugins.catalog import Catalog
@@ -316,19 +316,6 @@ def pin_version(version: Path) -> int | None:
 
 
 # -- what is at a path -----------------------------------------------------------------------------
-def _read_json(file: Path, what: str) -> Any:
-    try:
-        text = file.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise PersistenceError(f"{file}: cannot read {what} ({exc})") from exc
-    except UnicodeDecodeError as exc:
-        raise PersistenceError(f"{file}: corrupt {what} (not UTF-8: {exc})") from exc
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError; an integer past Python's 4,300 digits
-        raise PersistenceError(f"{file}: corrupt {what} (not valid JSON: {exc})") from exc
-
-
 #: Reads of a saved engine that a concurrent save's commit (which deletes the version being read) makes a
 #: reader start over. Each retry needs another commit meanwhile. Without pins, saves committing faster than one
 #: load could use them all up (8 did once, on a machine busy with two other jobs, against a process saving a small
@@ -339,7 +326,7 @@ _READ_ATTEMPTS = 32
 
 
 def _pointer_name(file: Path) -> str:
-    data = _read_json(file, POINTER_FILE)
+    data = read_json(file, POINTER_FILE)
     if not isinstance(data, dict) or data.get("library") != LIBRARY:
         raise PersistenceError(f"{file}: not a {LIBRARY} version pointer (foreign or corrupt file)")
     name = data.get("current")
@@ -390,7 +377,7 @@ def _inspect(path: Path) -> str:
         return "versioned"
     if (path / "config.json").exists():
         try:
-            cfg = _read_json(path / "config.json", "config.json")
+            cfg = read_json(path / "config.json", "config.json")
         except PersistenceError as exc:
             raise PersistenceError(f"{path}: refusing to replace it: {exc}") from exc
         if not isinstance(cfg, dict) or cfg.get("library") != LIBRARY:
@@ -650,7 +637,7 @@ def read_config(path: Path) -> dict[str, Any]:
     cfg_file = path / "config.json"
     if not cfg_file.exists():
         raise PersistenceError(f"{path}: no config.json; not a saved toolrerank-plugins engine")
-    cfg = _read_json(cfg_file, "config.json")
+    cfg = read_json(cfg_file, "config.json")
     if not isinstance(cfg, dict) or cfg.get("library") != LIBRARY:
         raise PersistenceError(f"{path}: config.json was not written by {LIBRARY} (foreign directory)")
     fv = cfg.get("format_version")
@@ -695,7 +682,7 @@ def verify_manifest(path: Path, required: Sequence[str] = ("config.json", "tools
     mfile = path / "manifest.json"
     if not mfile.is_file():
         raise PersistenceError(f"{mfile}: missing manifest; the engine directory is incomplete")
-    manifest = _read_json(mfile, "manifest")
+    manifest = read_json(mfile, "manifest")
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(files, dict) or not files:
         raise PersistenceError(

@@ -40,12 +40,12 @@ def _signature(engine: Engine) -> Any:
 def _commit_after_reading_the_pointer(monkeypatch: pytest.MonkeyPatch, path: Path, saves: list[Engine]) -> list[str]:
     """After each of the next ``len(saves)`` reads of ``path``'s pointer, commit the next engine of ``saves``
     (which deletes the version that pointer named) before the reader goes on. Returns the names read."""
-    real = P._read_json
+    real = P.read_json
     read: list[str] = []
     busy = []
 
-    def racing_read_json(file: Path, what: str) -> Any:
-        data = real(file, what)
+    def racing_read_json(file: Path, what: str, **options: Any) -> Any:
+        data = real(file, what, **options)
         if what == POINTER_FILE and file.parent == path and saves and not busy:
             read.append(data["current"])
             busy.append(True)
@@ -55,7 +55,7 @@ def _commit_after_reading_the_pointer(monkeypatch: pytest.MonkeyPatch, path: Pat
                 busy.pop()
         return data
 
-    monkeypatch.setattr(P, "_read_json", racing_read_json)
+    monkeypatch.setattr(P, "read_json", racing_read_json)
     return read
 
 

@@ -52,7 +52,7 @@ def test_reranker_meta_round_trip(tmp_path):
     [
         ("missing_dir", "does not exist"),
         ("no_meta", "not a toolrerank reranker"),
-        ("corrupt_meta", "corrupt JSON"),
+        ("corrupt_meta", "corrupt reranker metadata \\(not valid JSON"),
         ("newer", "newer than"),
         ("no_weights", "weights"),
         ("no_config", "config.json"),

@@ -159,7 +159,7 @@ def test_huge_integers_in_the_memory_file_are_a_persistence_error(tmp_path):
     engine.save(tmp_path / "e")
     f = version_dir(tmp_path / "e") / "stages" / "00-usage_memory" / "usage_memory.json"
     f.write_text('{"big": 1' + "0" * 5000 + "}")
-    with pytest.raises(PersistenceError, match="usage_memory.json: missing or corrupt"):
+    with pytest.raises(PersistenceError, match=r"usage_memory\.json: corrupt usage memory \(not valid JSON"):
         Engine.load(tmp_path / "e", embedder=FakeEmbedder(), verify=False)
 
 

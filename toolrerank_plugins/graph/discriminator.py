@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from pydantic import ConfigDict, Field
 
-from toolrerank_plugins._atomic import write_atomic
+from toolrerank_plugins._atomic import read_json, write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins._optim import head_param_groups
@@ -204,7 +204,9 @@ class DependencyDiscriminator:
         meta_file = Path(self.model_name_or_path) / "discriminator.json"
         self.trained = meta_file.exists()
         if self.trained:
-            meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            meta = read_json(meta_file, "discriminator metadata", error=ConfigError, advice="; retrain it")
+            if not isinstance(meta, dict) or type(meta.get("max_length", max_length)) is not int:
+                raise ConfigError(f"{meta_file}: corrupt discriminator metadata ('max_length' must be an integer)")
             self.max_length = int(meta.get("max_length", max_length))
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.model_name_or_path, local_files_only=True)
         self.model = transformers.AutoModelForSequenceClassification.from_pretrained(

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from toolrerank_plugins._atomic import write_atomic
+from toolrerank_plugins._atomic import read_json, write_atomic
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.errors import ToolRerankError
@@ -240,10 +240,7 @@ class ToolGraph:
         """
         nx = require("networkx")
         path = Path(path)
-        try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
-        except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError: ValueErrors
-            raise GraphError(f"{path}: cannot read dependency graph ({exc})") from exc
+        data = read_json(path, "dependency graph", error=GraphError)
         if not isinstance(data, dict) or data.get("kind") != "toolrerank-dependency-graph":
             raise GraphError(f"{path}: not a dependency graph written by toolrerank (missing 'kind')")
         fmt = data.get("format", 0)

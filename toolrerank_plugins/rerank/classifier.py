@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from toolrerank_plugins._atomic import write_atomic
+from toolrerank_plugins._atomic import read_json, write_atomic
 from toolrerank_plugins._version import __version__
 from toolrerank_plugins.catalog import Catalog
 from toolrerank_plugins.encoders import Embedder
@@ -146,14 +146,14 @@ class QueryTypeClassifier:
             raise PersistenceError(
                 f"{path}: no {CLASSIFIER_FILE}; train a classifier with `toolrerank train classifier --out DIR`"
             )
+        data = read_json(file, "classifier file", advice="; retrain it")
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
             version = int(data["format_version"])
             weights = np.asarray(data["weights"], dtype=np.float32)
             bias = float(data["bias"])
             threshold = float(data.get("threshold", 0.5))
             info = dict(data.get("info") or {})
-        except (OSError, KeyError, TypeError, ValueError, RecursionError) as exc:
+        except (KeyError, TypeError, ValueError, RecursionError) as exc:
             raise PersistenceError(f"{file}: corrupt classifier file ({exc}); retrain it") from exc
         if weights.ndim != 1 or not np.isfinite(weights).all() or not np.isfinite([bias, threshold]).all():
             raise PersistenceError(

@@ -31,7 +31,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from toolrerank_plugins._atomic import write_atomic
+from toolrerank_plugins._atomic import read_json, write_atomic
 from toolrerank_plugins._extras import require
 from toolrerank_plugins._version import __version__
 from toolrerank_plugins.encoders import ThreadChooser, intra_op_threads, quiet_weight_loading
@@ -74,10 +74,7 @@ def read_reranker_meta(path: str | Path) -> dict[str, Any]:
             f"{folder}: no {RERANKER_META}; not a toolrerank reranker folder "
             "(train one with `toolrerank train reranker --out DIR`, or use write_reranker_meta on your own model)"
         )
-    try:
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError: ValueErrors
-        raise PersistenceError(f"{meta_file}: corrupt JSON ({exc}); retrain or restore the folder") from exc
+    meta = read_json(meta_file, "reranker metadata", advice="; retrain or restore the folder")
     if not isinstance(meta, dict) or not isinstance(meta.get("format_version"), int):
         raise PersistenceError(f"{meta_file}: missing 'format_version'; not written by toolrerank-plugins")
     if meta["format_version"] > RERANKER_FORMAT_VERSION:

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
-from toolrerank_plugins._atomic import write_atomic
+from toolrerank_plugins._atomic import read_json, write_atomic
 from toolrerank_plugins._compat import RenamedFieldsModel, warn_renamed
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.records import LabelledQuery, ScoredTool, ToolSpec
@@ -360,10 +360,7 @@ class ToolRerankStage(Stage):
 
 def _read_stage_meta(meta_file: Path) -> dict[str, Any]:
     """``stage.json`` of a saved toolrerank stage, checked; PersistenceError names the file and the problem."""
-    try:
-        meta = json.loads(meta_file.read_bytes().decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError: ValueErrors
-        raise PersistenceError(f"{meta_file}: corrupt stage file ({exc}); re-save the engine") from exc
+    meta = read_json(meta_file, "stage file", advice="; re-save the engine")
     if not isinstance(meta, dict):
         raise PersistenceError(f"{meta_file}: corrupt stage file (expected an object); re-save the engine")
     version = meta.get("format_version")

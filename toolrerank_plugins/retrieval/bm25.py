@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ConfigDict, Field, field_validator
 
-from toolrerank_plugins._atomic import write_atomic
+from toolrerank_plugins._atomic import read_json, write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.errors import PersistenceError
@@ -194,10 +194,7 @@ class BM25Retriever(FirstStage):
     def load(cls, root: Path, config: BM25Config, *, embedder: Any = None) -> BM25Retriever:
         path = root / cls.name
         file = path / "bm25.json"
-        try:
-            data = json.loads(file.read_bytes().decode("utf-8"))
-        except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            raise PersistenceError(f"{path}: BM25 index file is missing or corrupt ({exc})") from exc
+        data = read_json(file, "BM25 index file")
         ids = data.get("ids") if isinstance(data, dict) else None
         texts = data.get("texts") if isinstance(data, dict) else None
         if not isinstance(ids, list) or not all(isinstance(t, str) for t in ids) or len(set(ids)) != len(ids):

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import numpy as np
 from pydantic import ConfigDict, Field
 
-from toolrerank_plugins._atomic import load_npy, npy_bytes, write_atomic
+from toolrerank_plugins._atomic import load_npy, npy_bytes, read_json, write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins._workers import sharing_cores, side_by_side, threads_beside
@@ -872,8 +872,8 @@ class DenseRetriever(FirstStage):
         faiss = require("faiss")
         path = root / cls.name
         self = cls(config, embedder=embedder)
-        meta = _read_json(path / "dense.json")
-        idmeta = _read_json(path / "ids.json")
+        meta = read_json(path / "dense.json", "dense index file")
+        idmeta = read_json(path / "ids.json", "dense index file")
         emb_file = path / "embeddings.npy"
         emb = load_npy(emb_file, "missing or corrupt embeddings")
         if not isinstance(emb, np.ndarray) or emb.ndim != 2 or emb.dtype.kind != "f":
@@ -934,14 +934,6 @@ class DenseRetriever(FirstStage):
         """text key -> raw embedding (reused when re-indexing unchanged texts)."""
         raw = self._raw()
         return {k: raw[i] for i, k in enumerate(self._aligned_keys()) if k}
-
-
-def _read_json(file: Path) -> Any:
-    """A saved JSON file, or PersistenceError naming it (missing, not UTF-8, not JSON)."""
-    try:
-        return json.loads(file.read_bytes().decode("utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise PersistenceError(f"{file}: missing or corrupt dense index file ({exc})") from exc
 
 
 # Both binary files are built in memory and written by the atomic write helper (os.write), so that a full disk

@@ -44,7 +44,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from toolrerank_plugins._atomic import write_atomic
+from toolrerank_plugins._atomic import read_json, write_atomic
 from toolrerank_plugins._compat import ConfigModel
 from toolrerank_plugins._extras import require
 from toolrerank_plugins.encoders import Embedder
@@ -815,10 +815,12 @@ def _check_readable(store: PostgresStore, version: int) -> None:
 
 
 def _saved_version(root: Path, name: str) -> int:
+    file = root / name / "store.json"
+    data = read_json(file, "store record")
     try:
-        return int(json.loads((root / name / "store.json").read_text())["version"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise PersistenceError(f"{root / name / 'store.json'}: missing or corrupt ({exc})") from exc
+        return int(data["version"])
+    except (ValueError, KeyError, TypeError) as exc:  # not an object, no version, not a number
+        raise PersistenceError(f"{file}: corrupt store record (no version: {exc})") from exc
 
 
 # A build replaces whatever catalog the store holds (in one transaction): it starts from the store's version.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from toolrerank_plugins._atomic import load_npy, npy_bytes, write_atomic
+from toolrerank_plugins._atomic import load_npy, npy_bytes, read_json, write_atomic
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.usage.config import UsageMemoryConfig
 from toolrerank_plugins.usage.records import UsageRecord
@@ -278,10 +278,7 @@ class UsageMemory:
     def load(cls, folder: Path) -> UsageMemory:
         """Read what :meth:`save` wrote; a corrupt file raises :class:`PersistenceError` naming it."""
         mfile, vfile = folder / MEMORY_FILE, folder / VECTORS_FILE
-        try:
-            meta = json.loads(mfile.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError: ValueErrors
-            raise PersistenceError(f"{mfile}: missing or corrupt usage memory ({type(exc).__name__}: {exc})") from exc
+        meta = read_json(mfile, "usage memory")
         if not isinstance(meta, dict) or meta.get("format") != MEMORY_FORMAT:
             raise PersistenceError(f"{mfile}: not a usage memory of format {MEMORY_FORMAT}")
         reqs = meta.get("requests")

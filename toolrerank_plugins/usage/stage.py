@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from toolrerank_plugins._atomic import write_atomic
+from toolrerank_plugins._atomic import read_json, write_atomic
 from toolrerank_plugins.errors import PersistenceError
 from toolrerank_plugins.records import Edge, ScoredTool, renumber
 from toolrerank_plugins.rerank.intents import split_requests
@@ -313,10 +313,7 @@ def _build(config: UsageMemoryConfig, ctx: StageContext, path: Path | None) -> U
         calibration = None
         cfile = path / CALIBRATION_FILE
         if cfile.exists():
-            try:
-                obj = json.loads(cfile.read_text(encoding="utf-8"))
-            except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError: ValueErrors
-                raise PersistenceError(f"{cfile}: corrupt usage memory calibration ({exc})") from exc
+            obj = read_json(cfile, "usage memory calibration")
             calibration = Calibration.from_dict(obj, str(cfile))
             rankings, key = obj.get("rankings") or {}, obj.get("rankings_key")
             if not (
