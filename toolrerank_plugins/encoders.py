@@ -111,6 +111,20 @@ _WORD_CHUNK = 512
 _PACK_PROBES = ("Find a hotel in Rome", "What's the WEATHER there tomorrow, in °C?", "x", "naïve café 42 getUserToken")
 
 
+def _piece_ids(
+    tokenizer: Any, texts: Sequence[str], *, lower: bool, special: bool, max_length: int | None
+) -> list[list[int]]:
+    """Each text's word-piece ids as the model reads them: lower-cased first where the model expects it (``lower``),
+    with its special tokens or without, cut to ``max_length`` pieces (None: the tokenizer's own limit)."""
+    ids: list[list[int]] = tokenizer(
+        [t.lower() for t in texts] if lower else list(texts),
+        add_special_tokens=special,
+        truncation=True,
+        max_length=max_length,
+    )["input_ids"]
+    return ids
+
+
 class _Packer:
     """Encodes a few texts as one sequence: each text's word pieces form a block of a block-diagonal attention
     mask (no text sees another), positions restart at every text, and each text is mean-pooled over its own
@@ -160,12 +174,7 @@ class _Packer:
     def encode(self, texts: Sequence[str]) -> np.ndarray | None:
         """The texts' vectors, or ``None`` when their word pieces exceed :data:`PACK_MAX_TOKENS`."""
         torch = require("torch")
-        pieces = self.tokenizer(
-            [t.lower() for t in texts] if self.lower else list(texts),
-            add_special_tokens=True,
-            truncation=True,
-            max_length=self.max_length,
-        )["input_ids"]
+        pieces = _piece_ids(self.tokenizer, texts, lower=self.lower, special=True, max_length=self.max_length)
         sizes = [len(p) for p in pieces]
         total = sum(sizes)
         if total > PACK_MAX_TOKENS:
@@ -409,12 +418,7 @@ class SentenceTransformerEmbedder:
         out = np.zeros((len(texts), weights.shape[1]), dtype=np.float32)
         for start in range(0, len(texts), _WORD_CHUNK):  # an index build: a chunk's pieces at a time
             chunk = list(texts[start : start + _WORD_CHUNK])
-            pieces = tokenizer(
-                [t.lower() for t in chunk] if lower else chunk,
-                add_special_tokens=False,
-                truncation=True,
-                max_length=self.max_length or None,
-            )["input_ids"]
+            pieces = _piece_ids(tokenizer, chunk, lower=lower, special=False, max_length=self.max_length or None)
             if len(chunk) <= PACK_MAX_TEXTS and weights.device.type == "cpu" and weights.dtype == torch.float32:
                 rows = weights.numpy()  # a search's few texts: numpy over the same memory costs less than a torch op
                 for i, p in enumerate(pieces):
