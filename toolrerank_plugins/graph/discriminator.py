@@ -205,9 +205,10 @@ class DependencyDiscriminator:
         self.trained = meta_file.exists()
         if self.trained:
             meta = read_json(meta_file, "discriminator metadata", error=ConfigError, advice="; retrain it")
-            if not isinstance(meta, dict) or type(meta.get("max_length", max_length)) is not int:
+            saved = meta.get("max_length", max_length) if isinstance(meta, dict) else None
+            if type(saved) is not int:
                 raise ConfigError(f"{meta_file}: corrupt discriminator metadata ('max_length' must be an integer)")
-            self.max_length = int(meta.get("max_length", max_length))
+            self.max_length = saved
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(self.model_name_or_path, local_files_only=True)
         self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
             self.model_name_or_path,
