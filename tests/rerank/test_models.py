@@ -5,6 +5,8 @@ import json
 import numpy as np
 import pytest
 
+from toolrerank_plugins import default_catalog_path
+from toolrerank_plugins.cli import main
 from toolrerank_plugins.errors import ConfigError, PersistenceError
 from toolrerank_plugins.rerank.classifier import QueryTypeClassifier
 from toolrerank_plugins.rerank.cross_encoder import (
@@ -124,3 +126,17 @@ def test_classifier_bad_inputs(tmp_path):
     (tmp_path / "classifier.json").write_text("{}")
     with pytest.raises(PersistenceError, match="corrupt"):
         QueryTypeClassifier.load(tmp_path, emb)
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", json.dumps({"format_version": 999})])
+def test_train_reranker_from_a_broken_base_model_is_a_clear_error(tmp_path, capsys, content):
+    """`toolrerank train reranker --base-model` continuing a trained reranker reads its metadata through
+    read_reranker_meta, before any training pair is collected: a broken file is the CLI's error naming it, not a
+    JSONDecodeError or AttributeError."""
+    d = _model_dir(tmp_path)
+    (d / "toolrerank_reranker.json").write_text(content)
+    argv = ["train", "reranker", "--pseudo-from", str(default_catalog_path()), "--base-model", str(d)]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("toolrerank: error: ") and str(d) in err  # names the folder or its file
+    assert not (tmp_path / "out").exists()

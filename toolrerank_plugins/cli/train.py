@@ -64,9 +64,13 @@ def log_source(args: argparse.Namespace, first_stage: str = "bm25") -> Any:
 
 
 def cmd_train_reranker(args: argparse.Namespace) -> int:
+    from toolrerank_plugins.rerank.cross_encoder import RERANKER_META, read_reranker_meta
     from toolrerank_plugins.rerank.sources import collect_pairs, engine_map, source_loader
     from toolrerank_plugins.rerank.training import train_cross_encoder
 
+    # continuing a trained reranker (read and checked before any pairs are collected): it has seen what it saw
+    # before too
+    before = read_reranker_meta(args.base_model) if (Path(args.base_model) / RERANKER_META).is_file() else None
     folders = source_loader(args.split, engine_map(args.engine), args.first_stage)
     from_log = log_source(args, args.first_stage) if args.log else None
 
@@ -86,9 +90,7 @@ def cmd_train_reranker(args: argparse.Namespace) -> int:
         seed=args.seed,
         report=out,
     )
-    prior = Path(args.base_model) / "toolrerank_reranker.json"
-    if prior.is_file():  # continuing a trained reranker: it has seen what it saw before too
-        before = json.loads(prior.read_text(encoding="utf-8"))
+    if before is not None:
         seen |= set(before.get("seen_tools", []))
         sources["continued_from"] = {
             "path": args.base_model,
