@@ -32,6 +32,7 @@ EXTRA_FOR_MODULE: dict[str, tuple[str, str]] = {
     "mcp": ("mcp", "mcp"),
     "onnx": ("fast", "onnx"),
     "onnxruntime": ("fast", "onnxruntime"),
+    "onnxscript": ("fast", "onnxscript"),
     "model2vec": ("fast", "model2vec"),
     "skeletoken": ("fast", "skeletoken"),
     "psycopg": ("postgres", "psycopg"),

@@ -92,6 +92,57 @@ def _publish(tmp: Path, final: Path) -> Path:
 OnnxHead = Literal["embedding", "score"]
 #: Inputs a BERT-type graph may take, in the order the exported graph declares them (the tokenizer says which).
 _ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+#: Which torch ONNX exporter :func:`export_onnx` uses: ``"auto"`` the TorchScript one while torch still has it,
+#: else torch.export's (needs ``onnxscript``, in the [fast] extra); ``"torchscript"`` or ``"dynamo"`` that one
+#: only. Both give the same vectors; torch.export's graph runs 5-19 % slower in ONNX Runtime (docs/benchmarks.md,
+#: "Which torch exporter makes the ONNX file"), so the old one stays first while it works.
+OnnxExporter = Literal["auto", "torchscript", "dynamo"]
+
+
+def _torch_onnx_export(
+    module: Any, sample: Any, names: Sequence[str], output: str, path: Path, torch: Any, exporter: OnnxExporter
+) -> None:
+    """Write ``module`` (taking the tokenizer arrays ``names`` of ``sample``) to ``path`` with dynamic batch and
+    sequence axes. torch deprecated its TorchScript exporter in 2.9 and says it will be removed: ``"auto"`` uses
+    it while it works and falls back to torch.export's, so an export keeps working on a torch without it."""
+    args = tuple(sample[n] for n in names)
+    if exporter in ("auto", "torchscript"):
+        axes = {0: "batch", 1: "sequence"}
+        try:
+            with torch.inference_mode():
+                torch.onnx.export(
+                    module,
+                    args,
+                    str(path),
+                    input_names=list(names),
+                    output_names=[output],
+                    dynamic_axes={n: axes for n in names} | {output: {0: "batch"}},
+                    opset_version=17,
+                    dynamo=False,
+                )
+            return
+        except Exception as exc:
+            if exporter == "torchscript":
+                raise
+            logger.warning("torch's TorchScript ONNX exporter failed (%s); exporting with torch.export", exc)
+            path.unlink(missing_ok=True)
+    require("onnxscript")  # torch.export's ONNX exporter is written with it (the [fast] extra installs it)
+    batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
+    with torch.inference_mode():
+        torch.onnx.export(
+            module,
+            args,
+            str(path),
+            input_names=list(names),
+            # "embedding" names a node of the transformer's graph too (its word embeddings): the output needs
+            # its own name here; the sessions read outputs by position
+            output_names=[f"{output}_output"],
+            dynamic_shapes={n: {0: batch, 1: sequence} for n in names},
+            opset_version=18,
+            dynamo=True,
+            external_data=False,
+            verbose=False,
+        )
 
 
 def _onnx_module(src: Path, head: OnnxHead, torch: Any, transformers: Any) -> tuple[Any, str]:
@@ -140,13 +191,17 @@ def export_onnx(
     quantize: bool = False,
     out: Path | None = None,
     head: OnnxHead = "embedding",
+    exporter: OnnxExporter = "auto",
 ) -> Path:
     """Export a local model to ONNX, and with ``quantize`` add its int8 dynamic quantisation; returns the folder
     (``model.onnx``, ``model.int8.onnx``, the tokenizer). Reused when it exists.
 
     ``head="embedding"`` exports a sentence-transformers bi-encoder (transformer + mean pooling + L2
     normalisation; the default, the bundled MiniLM); ``head="score"`` a cross-encoder folder (a trained reranker:
-    the sigmoid of its one logit). A reranker's export is keyed by a hash of its whole weight files."""
+    the sigmoid of its one logit). A reranker's export is keyed by a hash of its whole weight files.
+    ``exporter``: which torch ONNX exporter (:data:`OnnxExporter`; both give the same vectors)."""
+    if exporter not in ("auto", "torchscript", "dynamo"):
+        raise ConfigError(f"unknown ONNX exporter {exporter!r}: use 'auto', 'torchscript' or 'dynamo'")
     src = Path(resolve_model_path(model_name_or_path))
     if out is not None:
         final = out
@@ -177,19 +232,7 @@ def export_onnx(
                 else:
                     sample = tokenizer(["a query", "another"], ["a text", "another text"], padding=True,
                                        return_tensors="pt")
-                axes = {0: "batch", 1: "sequence"}
-                dynamic = {n: axes for n in names} | {output: {0: "batch"}}
-                with torch.inference_mode():
-                    torch.onnx.export(
-                        module,
-                        tuple(sample[n] for n in names),
-                        str(tmp / "model.onnx"),
-                        input_names=names,
-                        output_names=[output],
-                        dynamic_axes=dynamic,
-                        opset_version=17,
-                        dynamo=False,
-                    )
+                _torch_onnx_export(module, sample, names, output, tmp / "model.onnx", torch, exporter)
                 tokenizer.save_pretrained(tmp)
             if quantize:
                 quantization = require("onnxruntime.quantization")
@@ -296,7 +339,7 @@ class OnnxEmbedder:
         for start in range(0, len(order), size):
             chunk = [texts[i] for i in order[start : start + size]]
             enc = self.tokenizer(chunk, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
-            rows.append(session.run(["embedding"], onnx_feed(session, enc))[0])
+            rows.append(session.run(None, onnx_feed(session, enc))[0])
         stacked = np.concatenate(rows).astype(np.float32)
         out = np.empty_like(stacked)
         out[order] = stacked

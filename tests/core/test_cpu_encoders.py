@@ -14,6 +14,7 @@ pytest.importorskip("sentence_transformers")
 from toolrerank_plugins import Engine  # noqa: E402
 from toolrerank_plugins.cpu_encoders import OnnxEmbedder, StaticEmbedder, export_onnx  # noqa: E402
 from toolrerank_plugins.encoders import SentenceTransformerEmbedder  # noqa: E402
+from toolrerank_plugins.errors import ConfigError  # noqa: E402
 from toolrerank_plugins.pipelines import pipeline_config  # noqa: E402
 from toolrerank_plugins.testing import tiny_catalog  # noqa: E402
 
@@ -47,6 +48,40 @@ def test_the_export_is_cached_and_reused(tmp_path: Path) -> None:
     stamp = (folder / "model.int8.onnx").stat().st_mtime_ns
     assert export_onnx("default", quantize=True, out=tmp_path / "onnx") == folder
     assert (folder / "model.int8.onnx").stat().st_mtime_ns == stamp
+
+
+def test_without_torchs_old_exporter_the_export_falls_back_and_gives_the_same_vectors(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    without_torchscript_onnx_exporter: list[bool],
+) -> None:
+    pytest.importorskip("onnxscript")
+    monkeypatch.setenv("TOOLRERANK_CACHE", str(tmp_path / "cache"))  # a fresh cache: the export runs here
+    calls = without_torchscript_onnx_exporter
+    with caplog.at_level("WARNING", logger="toolrerank_plugins.cpu_encoders"):
+        fp32 = OnnxEmbedder("default").encode(TEXTS)
+    assert calls == [False, True]
+    assert "exporting with torch.export" in caplog.text
+    int8 = OnnxEmbedder("default", quantize=True).encode(TEXTS)
+    assert calls == [False, True]  # int8 quantises the float32 export already there
+    reference = SentenceTransformerEmbedder("default").encode(TEXTS)
+    np.testing.assert_allclose(fp32, reference, atol=2e-4)
+    assert (int8 * reference).sum(axis=1).min() > 0.9
+    one = OnnxEmbedder("default").encode(TEXTS[2:])  # one text, no padding: the axes stayed dynamic
+    np.testing.assert_allclose(one, reference[2:], atol=2e-4)
+
+
+def test_the_torchscript_exporter_asked_for_by_name_does_not_fall_back(
+    tmp_path: Path, without_torchscript_onnx_exporter: list[bool]
+) -> None:
+    calls = without_torchscript_onnx_exporter
+    with pytest.raises(RuntimeError, match="has been removed"):
+        export_onnx("default", out=tmp_path / "onnx", exporter="torchscript")
+    assert calls == [False]
+    assert not (tmp_path / "onnx").exists()  # nothing half-written is published
+    with pytest.raises(ConfigError, match="unknown ONNX exporter 'legacy'"):
+        export_onnx("default", out=tmp_path / "onnx", exporter="legacy")  # type: ignore[arg-type]
 
 
 def test_backends_plug_into_the_engine() -> None:

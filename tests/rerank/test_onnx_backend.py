@@ -86,6 +86,18 @@ def test_onnx_float32_gives_the_torch_scores_and_int8_close_ones(model: Path) ->
     assert fp32.score(QUERY, []) == []
 
 
+def test_without_torchs_old_exporter_the_export_falls_back_and_scores_alike(
+    model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, without_torchscript_onnx_exporter: list[bool]
+) -> None:
+    pytest.importorskip("onnxscript")
+    monkeypatch.setenv("TOOLRERANK_CACHE", str(tmp_path / "cache"))  # a fresh cache: the export runs here
+    got = np.array(OnnxReranker(model).score(QUERY, TEXTS))
+    assert without_torchscript_onnx_exporter == [False, True]
+    torch_scores = np.array(SentenceTransformerReranker(model, device="cpu").score(QUERY, TEXTS))
+    np.testing.assert_allclose(got, torch_scores, atol=1e-4)
+    assert np.abs(np.array(OnnxReranker(model, quantize=True).score(QUERY, TEXTS)) - torch_scores).max() < 0.05
+
+
 def test_thread_counts_are_chosen_per_call_unless_set(model: Path) -> None:
     fixed = OnnxReranker(model, threads=1)
     assert {fixed.threads_for() for _ in range(5)} == {1}

@@ -333,7 +333,7 @@ class OnnxReranker:
                 max_length=self.max_length,
                 return_tensors="np",
             )
-            out[chunk] = session.run(["score"], onnx_feed(session, enc))[0].reshape(-1)
+            out[chunk] = session.run(None, onnx_feed(session, enc))[0].reshape(-1)
         if self._chooser is not None:
             self._chooser.record(threads, time.perf_counter() - start, _work(query, texts))
         return [float(x) for x in out]
