@@ -105,21 +105,17 @@ def _torch_onnx_export(
     """Write ``module`` (taking the tokenizer arrays ``names`` of ``sample``) to ``path`` with dynamic batch and
     sequence axes. torch deprecated its TorchScript exporter in 2.9 and says it will be removed: ``"auto"`` uses
     it while it works and falls back to torch.export's, so an export keeps working on a torch without it."""
-    args = tuple(sample[n] for n in names)
+
+    def export(**options: Any) -> None:
+        with torch.inference_mode():
+            args = tuple(sample[n] for n in names)
+            torch.onnx.export(module, args, str(path), input_names=list(names), **options)
+
     if exporter in ("auto", "torchscript"):
         axes = {0: "batch", 1: "sequence"}
         try:
-            with torch.inference_mode():
-                torch.onnx.export(
-                    module,
-                    args,
-                    str(path),
-                    input_names=list(names),
-                    output_names=[output],
-                    dynamic_axes={n: axes for n in names} | {output: {0: "batch"}},
-                    opset_version=17,
-                    dynamo=False,
-                )
+            dynamic = {n: axes for n in names} | {output: {0: "batch"}}
+            export(output_names=[output], dynamic_axes=dynamic, opset_version=17, dynamo=False)
             return
         except Exception as exc:
             if exporter == "torchscript":
@@ -128,21 +124,16 @@ def _torch_onnx_export(
             path.unlink(missing_ok=True)
     require("onnxscript")  # torch.export's ONNX exporter is written with it (the [fast] extra installs it)
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
-    with torch.inference_mode():
-        torch.onnx.export(
-            module,
-            args,
-            str(path),
-            input_names=list(names),
-            # "embedding" names a node of the transformer's graph too (its word embeddings): the output needs
-            # its own name here; the sessions read outputs by position
-            output_names=[f"{output}_output"],
-            dynamic_shapes={n: {0: batch, 1: sequence} for n in names},
-            opset_version=18,
-            dynamo=True,
-            external_data=False,
-            verbose=False,
-        )
+    export(
+        # "embedding" names a node of the transformer's graph too (its word embeddings): the output needs its own
+        # name here; the sessions read outputs by position
+        output_names=[f"{output}_output"],
+        dynamic_shapes={n: {0: batch, 1: sequence} for n in names},
+        opset_version=18,
+        dynamo=True,
+        external_data=False,
+        verbose=False,
+    )
 
 
 def _onnx_module(src: Path, head: OnnxHead, torch: Any, transformers: Any) -> tuple[Any, str]:
