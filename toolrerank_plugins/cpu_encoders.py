@@ -154,7 +154,7 @@ def _onnx_module(src: Path, head: OnnxHead, torch: Any, transformers: Any) -> tu
                 mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
                 return torch.nn.functional.normalize(mean, dim=1)
 
-        return Pooled(), "embedding"
+        return Pooled().eval(), "embedding"
     classifier = transformers.AutoModelForSequenceClassification.from_pretrained(src, local_files_only=True).eval()
     if int(classifier.config.num_labels) != 1:
         raise ConfigError(
@@ -173,7 +173,7 @@ def _onnx_module(src: Path, head: OnnxHead, torch: Any, transformers: Any) -> tu
             ).logits
             return torch.sigmoid(logits[:, 0])
 
-    return Scored(), "score"
+    return Scored().eval(), "score"
 
 
 def export_onnx(
