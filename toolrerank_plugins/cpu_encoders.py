@@ -25,7 +25,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -97,6 +97,7 @@ _ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 #: only. Both give the same vectors; torch.export's graph runs 5-19 % slower in ONNX Runtime (docs/benchmarks.md,
 #: "Which torch exporter makes the ONNX file"), so the old one stays first while it works.
 OnnxExporter = Literal["auto", "torchscript", "dynamo"]
+_ONNX_EXPORTERS: tuple[str, ...] = get_args(OnnxExporter)
 
 
 def _torch_onnx_export(
@@ -113,8 +114,8 @@ def _torch_onnx_export(
 
     if exporter in ("auto", "torchscript"):
         axes = {0: "batch", 1: "sequence"}
+        dynamic = {n: axes for n in names} | {output: {0: "batch"}}
         try:
-            dynamic = {n: axes for n in names} | {output: {0: "batch"}}
             export(output_names=[output], dynamic_axes=dynamic, opset_version=17, dynamo=False)
             return
         except Exception as exc:
@@ -191,8 +192,8 @@ def export_onnx(
     normalisation; the default, the bundled MiniLM); ``head="score"`` a cross-encoder folder (a trained reranker:
     the sigmoid of its one logit). A reranker's export is keyed by a hash of its whole weight files.
     ``exporter``: which torch ONNX exporter (:data:`OnnxExporter`; both give the same vectors)."""
-    if exporter not in ("auto", "torchscript", "dynamo"):
-        raise ConfigError(f"unknown ONNX exporter {exporter!r}: use 'auto', 'torchscript' or 'dynamo'")
+    if exporter not in _ONNX_EXPORTERS:
+        raise ConfigError(f"unknown ONNX exporter {exporter!r}: use one of {', '.join(map(repr, _ONNX_EXPORTERS))}")
     src = Path(resolve_model_path(model_name_or_path))
     if out is not None:
         final = out
