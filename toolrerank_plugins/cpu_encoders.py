@@ -23,6 +23,7 @@ import os
 import shutil
 import threading
 import uuid
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -98,31 +99,58 @@ _ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 #: "Which torch exporter makes the ONNX file"), so the old one stays first while it works.
 OnnxExporter = Literal["auto", "torchscript", "dynamo"]
 _ONNX_EXPORTERS: tuple[str, ...] = get_args(OnnxExporter)
+#: Texts an export is checked on (:func:`_export_differs`): three lengths in one padded batch, and the longest
+#: alone; a reranker's export takes them as pairs.
+_EXPORT_PROBES = (
+    "send an e-mail to my landlord about next month's rent, and copy my partner on it",
+    "x",
+    "What's the WEATHER in Oslo tomorrow, in °C?",
+)
 
 
 def _torch_onnx_export(
-    module: Any, sample: Any, names: Sequence[str], output: str, path: Path, torch: Any, exporter: OnnxExporter
+    module: Any,
+    sample: Any,
+    probes: Sequence[Any],
+    names: Sequence[str],
+    output: str,
+    path: Path,
+    torch: Any,
+    exporter: OnnxExporter,
 ) -> None:
     """Write ``module`` (taking the tokenizer arrays ``names`` of ``sample``) to ``path`` with dynamic batch and
-    sequence axes. torch deprecated its TorchScript exporter in 2.9 and says it will be removed: ``"auto"`` uses
-    it while it works and falls back to torch.export's, so an export keeps working on a torch without it."""
+    sequence axes, and check the graph against ``module`` on ``probes`` (:func:`_export_differs`). torch
+    deprecated its TorchScript exporter in 2.9 and says it will be removed: ``"auto"`` uses it while it works
+    (and its graph passes the check) and falls back to torch.export's, so an export keeps working on a torch
+    without it. The exporters' own warnings (the TorchScript exporter's deprecation, the tracer's "might be
+    incorrect" notes, torch.export's axis names) go to the debug log: the check says whether the graph is right.
+    A graph that differs from its model raises ConfigError, and nothing is published."""
 
     def export(**options: Any) -> None:
-        with torch.inference_mode():
+        with warnings.catch_warnings(record=True) as caught, torch.inference_mode():
+            warnings.simplefilter("always")
             args = tuple(sample[n] for n in names)
             torch.onnx.export(module, args, str(path), input_names=list(names), **options)
+        for w in caught:
+            logger.debug("torch.onnx.export: %s: %s", w.category.__name__, w.message)
 
     if exporter in ("auto", "torchscript"):
         axes = {0: "batch", 1: "sequence"}
         dynamic = {n: axes for n in names} | {output: {0: "batch"}}
         try:
             export(output_names=[output], dynamic_axes=dynamic, opset_version=17, dynamo=False)
-            return
         except Exception as exc:
             if exporter == "torchscript":
                 raise
             logger.warning("torch's TorchScript ONNX exporter failed (%s); exporting with torch.export", exc)
-            path.unlink(missing_ok=True)
+        else:
+            differs = _export_differs(module, path, probes, names, torch)
+            if differs is None:
+                return
+            if exporter == "torchscript":
+                raise ConfigError(f"the TorchScript ONNX export of this model is wrong: {differs}")
+            logger.warning("torch's TorchScript ONNX export is wrong (%s); exporting with torch.export", differs)
+        path.unlink(missing_ok=True)
     require("onnxscript")  # torch.export's ONNX exporter is written with it (the [fast] extra installs it)
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
     export(
@@ -135,6 +163,27 @@ def _torch_onnx_export(
         external_data=False,
         verbose=False,
     )
+    differs = _export_differs(module, path, probes, names, torch)
+    if differs is not None:
+        raise ConfigError(f"the ONNX export of this model is wrong: {differs}")
+
+
+def _export_differs(module: Any, path: Path, probes: Sequence[Any], names: Sequence[str], torch: Any) -> str | None:
+    """None when the graph at ``path`` gives ``module``'s outputs (within 1e-4) on every probe (tokenizer arrays
+    of other batch sizes and lengths than the traced sample, padded and not), else how it differs. A traced graph
+    keeps the Python branches its sample took, which another shape may need otherwise."""
+    session = onnx_session(path, 1)
+    for probe in probes:
+        shape = tuple(probe["input_ids"].shape)
+        with torch.inference_mode():
+            want = module(*(probe[n] for n in names)).float().numpy()
+        got = session.run(None, onnx_feed(session, {k: v.numpy() for k, v in probe.items()}))[0]
+        if got.shape != want.shape:
+            return f"output shape {got.shape} where the model gives {want.shape} (input shape {shape})"
+        gap = float(np.abs(got - want).max())
+        if not gap <= 1e-4:
+            return f"outputs up to {gap:.3g} from the model's (input shape {shape})"
+    return None
 
 
 def _onnx_module(src: Path, head: OnnxHead, torch: Any, transformers: Any) -> tuple[Any, str]:
@@ -191,7 +240,9 @@ def export_onnx(
     ``head="embedding"`` exports a sentence-transformers bi-encoder (transformer + mean pooling + L2
     normalisation; the default, the bundled MiniLM); ``head="score"`` a cross-encoder folder (a trained reranker:
     the sigmoid of its one logit). A reranker's export is keyed by a hash of its whole weight files.
-    ``exporter``: which torch ONNX exporter (:data:`OnnxExporter`; both give the same vectors)."""
+    ``exporter``: which torch ONNX exporter (:data:`OnnxExporter`; both give the same vectors). The exported graph
+    is checked against the torch model in ONNX Runtime (the [fast] extra) before it is published; a graph that
+    differs raises :class:`ConfigError` (``"auto"`` first tries the other exporter)."""
     if exporter not in _ONNX_EXPORTERS:
         raise ConfigError(f"unknown ONNX exporter {exporter!r}: use one of {', '.join(map(repr, _ONNX_EXPORTERS))}")
     src = Path(resolve_model_path(model_name_or_path))
@@ -221,10 +272,19 @@ def export_onnx(
                 names = [n for n in _ONNX_INPUTS if n in tokenizer.model_input_names]
                 if head == "embedding":
                     sample = tokenizer(["a sample text", "another"], padding=True, return_tensors="pt")
+                    probes = [
+                        tokenizer(list(_EXPORT_PROBES), padding=True, return_tensors="pt"),
+                        tokenizer(list(_EXPORT_PROBES[:1]), return_tensors="pt"),
+                    ]
                 else:
                     sample = tokenizer(["a query", "another"], ["a text", "another text"], padding=True,
                                        return_tensors="pt")
-                _torch_onnx_export(module, sample, names, output, tmp / "model.onnx", torch, exporter)
+                    queries, texts = list(_EXPORT_PROBES), list(reversed(_EXPORT_PROBES))
+                    probes = [
+                        tokenizer(queries, texts, padding=True, return_tensors="pt"),
+                        tokenizer(queries[:1], texts[:1], return_tensors="pt"),
+                    ]
+                _torch_onnx_export(module, sample, probes, names, output, tmp / "model.onnx", torch, exporter)
                 tokenizer.save_pretrained(tmp)
             if quantize:
                 quantization = require("onnxruntime.quantization")

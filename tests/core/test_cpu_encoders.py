@@ -3,7 +3,9 @@ MiniLM, and a static model2vec model distilled from it; both cached, both behind
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -82,6 +84,65 @@ def test_the_torchscript_exporter_asked_for_by_name_does_not_fall_back(
     assert not (tmp_path / "onnx").exists()  # nothing half-written is published
     with pytest.raises(ConfigError, match="unknown ONNX exporter 'legacy'"):
         export_onnx("default", out=tmp_path / "onnx", exporter="legacy")  # type: ignore[arg-type]
+
+
+def test_an_export_leaves_the_exporters_warnings_to_the_debug_log(tmp_path: Path) -> None:
+    """The TorchScript exporter's deprecation and the tracer's notes would reach every user building an ONNX
+    engine; the exported graph is checked against the model instead (below)."""
+    torch = pytest.importorskip("torch")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        folder = export_onnx("default", out=tmp_path / "onnx")
+    assert (folder / "model.onnx").is_file()
+    noisy = [w for w in caught if issubclass(w.category, (DeprecationWarning, torch.jit.TracerWarning))]
+    assert noisy == []
+
+
+def _wrong_when(torch: Any, monkeypatch: pytest.MonkeyPatch, *, dynamo: bool) -> None:
+    """torch.onnx.export writes a graph whose outputs are half the model's when called with ``dynamo``."""
+    real = torch.onnx.export
+
+    def export(module: Any, args: Any, *rest: Any, dynamo: bool = True, **kwargs: Any) -> Any:
+        if dynamo is wrong_for:
+
+            class Halved(torch.nn.Module):  # type: ignore[misc,name-defined]
+                def __init__(self) -> None:
+                    super().__init__()
+                    self.inner = module
+
+                def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+                    return self.inner(input_ids, attention_mask, token_type_ids) * 0.5
+
+            module = Halved().eval()
+        return real(module, args, *rest, dynamo=dynamo, **kwargs)
+
+    wrong_for = dynamo
+    monkeypatch.setattr(torch.onnx, "export", export)
+
+
+def test_a_wrong_torchscript_graph_falls_back_or_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    _wrong_when(torch, monkeypatch, dynamo=False)
+    with pytest.raises(ConfigError, match="TorchScript ONNX export of this model is wrong: outputs up to"):
+        export_onnx("default", out=tmp_path / "forced", exporter="torchscript")
+    assert not (tmp_path / "forced").exists()  # nothing is published
+    monkeypatch.setenv("TOOLRERANK_CACHE", str(tmp_path / "cache"))  # a fresh cache: the export runs here
+    with caplog.at_level("WARNING", logger="toolrerank_plugins.cpu_encoders"):
+        fp32 = OnnxEmbedder("default").encode(TEXTS)
+    assert "TorchScript ONNX export is wrong" in caplog.text and "exporting with torch.export" in caplog.text
+    np.testing.assert_allclose(fp32, SentenceTransformerEmbedder("default").encode(TEXTS), atol=2e-4)
+
+
+def test_a_wrong_graph_from_both_exporters_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    _wrong_when(torch, monkeypatch, dynamo=True)
+    with pytest.raises(ConfigError, match="ONNX export of this model is wrong: outputs up to"):
+        export_onnx("default", out=tmp_path / "onnx", exporter="dynamo")
+    assert not (tmp_path / "onnx").exists()
 
 
 def test_backends_plug_into_the_engine() -> None:
