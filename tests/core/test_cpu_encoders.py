@@ -99,8 +99,10 @@ def test_an_export_leaves_the_exporters_warnings_to_the_debug_log(tmp_path: Path
 
 
 def _wrong_when(torch: Any, monkeypatch: pytest.MonkeyPatch, *, dynamo: bool) -> None:
-    """torch.onnx.export writes a graph whose outputs are half the model's when called with ``dynamo``."""
+    """torch.onnx.export writes a graph whose outputs are half the model's when its ``dynamo`` flag is ``dynamo``
+    (False: the TorchScript exporter; True: torch.export's)."""
     real = torch.onnx.export
+    wrong_for = dynamo
 
     def export(module: Any, args: Any, *rest: Any, dynamo: bool = True, **kwargs: Any) -> Any:
         if dynamo is wrong_for:
@@ -116,7 +118,6 @@ def _wrong_when(torch: Any, monkeypatch: pytest.MonkeyPatch, *, dynamo: bool) ->
             module = Halved().eval()
         return real(module, args, *rest, dynamo=dynamo, **kwargs)
 
-    wrong_for = dynamo
     monkeypatch.setattr(torch.onnx, "export", export)
 
 
@@ -136,7 +137,7 @@ def test_a_wrong_torchscript_graph_falls_back_or_raises(
     np.testing.assert_allclose(fp32, SentenceTransformerEmbedder("default").encode(TEXTS), atol=2e-4)
 
 
-def test_a_wrong_graph_from_both_exporters_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_wrong_torch_export_graph_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
     pytest.importorskip("onnxscript")
     _wrong_when(torch, monkeypatch, dynamo=True)
