@@ -270,20 +270,18 @@ def export_onnx(
                 with quiet_weight_loading():
                     module, output = _onnx_module(src, head, torch, transformers)
                 names = [n for n in _ONNX_INPUTS if n in tokenizer.model_input_names]
+                # the tokenizer's arguments: texts for a bi-encoder, (queries, texts) pairs for a cross-encoder
                 if head == "embedding":
-                    sample = tokenizer(["a sample text", "another"], padding=True, return_tensors="pt")
-                    probes = [
-                        tokenizer(list(_EXPORT_PROBES), padding=True, return_tensors="pt"),
-                        tokenizer(list(_EXPORT_PROBES[:1]), return_tensors="pt"),
-                    ]
+                    traced: tuple[list[str], ...] = (["a sample text", "another"],)
+                    checked: tuple[list[str], ...] = (list(_EXPORT_PROBES),)
                 else:
-                    sample = tokenizer(["a query", "another"], ["a text", "another text"], padding=True,
-                                       return_tensors="pt")
-                    queries, texts = list(_EXPORT_PROBES), list(reversed(_EXPORT_PROBES))
-                    probes = [
-                        tokenizer(queries, texts, padding=True, return_tensors="pt"),
-                        tokenizer(queries[:1], texts[:1], return_tensors="pt"),
-                    ]
+                    traced = (["a query", "another"], ["a text", "another text"])
+                    checked = (list(_EXPORT_PROBES), list(reversed(_EXPORT_PROBES)))
+                sample = tokenizer(*traced, padding=True, return_tensors="pt")
+                probes = [
+                    tokenizer(*checked, padding=True, return_tensors="pt"),
+                    tokenizer(*(c[:1] for c in checked), return_tensors="pt"),
+                ]
                 _torch_onnx_export(module, sample, probes, names, output, tmp / "model.onnx", torch, exporter)
                 tokenizer.save_pretrained(tmp)
             if quantize:
